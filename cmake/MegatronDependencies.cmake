@@ -1,0 +1,17 @@
+# System libraries from the OS package manager (scripts/setup.sh installs them). Nothing is
+# downloaded at configure or build time.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 2.1 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(zstd REQUIRED)
+find_package(ICU 66 REQUIRED COMPONENTS uc)
+if(TARGET zstd::libzstd_shared)
+  set(MEGATRON_ZSTD zstd::libzstd_shared)
+else()
+  set(MEGATRON_ZSTD zstd::libzstd_static)
+endif()
+if(MEGATRON_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

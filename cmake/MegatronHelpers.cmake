@@ -1,0 +1,33 @@
+# megatron_add_library(<module> SOURCES ... DEPS ...): one library per module, public headers in
+# include/megatron/<module>/, target megatron_<module> with alias megatron::<module>.
+function(megatron_add_library module)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target megatron_${module})
+  add_library(${target} STATIC ${ARG_SOURCES})
+  add_library(megatron::${module} ALIAS ${target})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${MEGATRON_WARNINGS}>)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# megatron_add_tool(<name> DEPS ...): a thin executable from tools/<name>.cpp.
+function(megatron_add_tool name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  add_executable(${name} ${name}.cpp)
+  target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS ...): a GoogleTest binary whose tests
+# are registered one by one with CTest (discovered at test time) under the given labels.
+function(megatron_add_gtest name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    MEGATRON_SHARED_DATA_DIR="${MEGATRON_SHARED_DATA_DIR}"
+    MEGATRON_TOOLS_DIR="$<TARGET_FILE_DIR:preprocess_data>")
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()

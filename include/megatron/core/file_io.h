@@ -1,0 +1,85 @@
+// Files the way every tool needs them: outputs written under a temporary name and renamed into
+// place only when complete (AtomicFile), read-only memory maps (MappedFile), and checks that an
+// input is readable or an output folder writable before any work starts.
+// Invariant: a final name never holds a partial file, also after SIGINT/SIGTERM (the temporaries
+// of live AtomicFiles are unlinked by the handler install_temp_file_cleanup() sets).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace megatron {
+
+class AtomicFile {
+ public:
+  // Creates `<final_path>.tmp.<pid>.<n>` exclusively; the final name is untouched until commit.
+  explicit AtomicFile(std::string final_path);
+  ~AtomicFile();  // unlinks the temporary unless committed
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, std::size_t bytes);  // buffered
+  std::uint64_t size() const { return size_; }
+
+  // Phase 1: flush, fsync and close. Phase 2: rename onto the final name and fsync the folder.
+  // Split so that a group of files (.bin + .idx) is fully on disk before any of them appears.
+  void sync();
+  void publish();
+  void commit() {
+    sync();
+    publish();
+  }
+
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  void flush_buffer();
+
+  std::string final_path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  int cleanup_slot_ = -1;
+  bool published_ = false;
+  std::uint64_t size_ = 0;
+  std::vector<char> buffer_;
+  std::size_t buffered_ = 0;
+};
+
+// Installs SIGINT/SIGTERM/SIGHUP handlers that unlink the temporaries of live AtomicFiles and
+// then re-raise the signal with its default action. Call once from a tool's main().
+void install_temp_file_cleanup();
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);  // throws megatron::Error naming the path
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::uint8_t* data() const { return data_; }
+  std::uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+// Throws megatron::Error naming `what` and the path when the file is missing, not a regular
+// file, or unreadable.
+void check_readable_file(const std::string& path, const std::string& what);
+
+// Throws when the folder that would hold `path` does not exist or is not writable.
+void check_writable_parent(const std::string& path, const std::string& what);
+
+// Whole file into a string (for small inputs: vocab, merges).
+std::string read_text_file(const std::string& path, const std::string& what);
+
+}  // namespace megatron

@@ -1,0 +1,25 @@
+// Small string utilities shared by the tools: Python-compatible float text, byte-size text and
+// "did you mean" suggestions for misspelt flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megatron {
+
+// The text Python's repr(float) gives: the shortest digits that round-trip, fixed notation for
+// decimal exponents in [-4, 16), otherwise d.ddde+XX; integral values keep a trailing ".0".
+std::string python_float_repr(double value);
+
+// Edit distance (insert, delete, substitute, adjacent swap), for flag suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `name`, or "" when none is reasonably close.
+std::string closest_match(std::string_view name, const std::vector<std::string>& candidates);
+
+// "1.50 GiB", "12.3 MiB", "512 B".
+std::string human_bytes(std::uint64_t bytes);
+
+}  // namespace megatron

@@ -1,0 +1,29 @@
+// Element types of Megatron's indexed datasets and their one-byte codes in the .idx header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace megatron::data {
+
+enum class DType : std::uint8_t {
+  kUInt8 = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat64 = 6,
+  kFloat32 = 7,
+  kUInt16 = 8,
+};
+
+std::size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);                 // numpy's name: "uint16", "int32", ...
+std::optional<DType> dtype_from_code(std::uint8_t code);  // nullopt for codes outside 1..8
+
+// What Megatron's preprocessing picks for token ids: uint16 below 65500 tokens, else int32.
+DType optimal_token_dtype(std::size_t vocab_size);
+
+}  // namespace megatron::data

@@ -1,0 +1,221 @@
+// AtomicFile, MappedFile and path checks (see file_io.h). POSIX only.
+#include "megatron/core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "megatron/core/check.h"
+
+namespace megatron {
+namespace {
+
+constexpr std::size_t kWriteBuffer = 4 << 20;
+
+// Temporaries the signal handler must unlink. Fixed storage: the handler may only touch
+// async-signal-safe state (atomics and plain char arrays).
+constexpr int kCleanupSlots = 64;
+constexpr std::size_t kPathMax = 4096;
+std::array<std::atomic<bool>, kCleanupSlots> g_slot_used{};
+std::array<std::array<char, kPathMax>, kCleanupSlots> g_slot_path{};
+std::atomic<unsigned> g_temp_counter{0};
+
+int claim_cleanup_slot(const std::string& path) {
+  if (path.size() >= kPathMax) return -1;
+  for (int i = 0; i < kCleanupSlots; ++i) {
+    bool expected = false;
+    if (g_slot_used[i].compare_exchange_strong(expected, true)) {
+      std::memcpy(g_slot_path[i].data(), path.c_str(), path.size() + 1);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void release_cleanup_slot(int slot) {
+  if (slot >= 0) g_slot_used[slot].store(false);
+}
+
+extern "C" void cleanup_and_reraise(int signo) {
+  for (int i = 0; i < kCleanupSlots; ++i) {
+    if (g_slot_used[i].load()) ::unlink(g_slot_path[i].data());
+  }
+  std::signal(signo, SIG_DFL);
+  std::raise(signo);
+}
+
+void fsync_parent_folder(const std::string& path) {
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
+  temp_path_ = str_cat(final_path_, ".tmp.", ::getpid(), ".", g_temp_counter.fetch_add(1));
+  cleanup_slot_ = claim_cleanup_slot(temp_path_);
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    release_cleanup_slot(cleanup_slot_);
+    throw_system_error(str_cat("cannot create ", temp_path_, " (temporary for ", final_path_, ")"));
+  }
+  buffer_.resize(kWriteBuffer);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!published_) ::unlink(temp_path_.c_str());
+  release_cleanup_slot(cleanup_slot_);
+}
+
+void AtomicFile::flush_buffer() {
+  const char* p = buffer_.data();
+  std::size_t left = buffered_;
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_system_error(str_cat("cannot write ", temp_path_));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  buffered_ = 0;
+}
+
+void AtomicFile::write(const void* data, std::size_t bytes) {
+  MEGATRON_ASSERT(fd_ >= 0, "write after sync on ", temp_path_);
+  const char* src = static_cast<const char*>(data);
+  size_ += bytes;
+  if (buffered_ + bytes > buffer_.size()) {
+    flush_buffer();
+    if (bytes >= buffer_.size()) {  // large writes bypass the buffer
+      std::size_t left = bytes;
+      while (left > 0) {
+        const ssize_t n = ::write(fd_, src, left);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          throw_system_error(str_cat("cannot write ", temp_path_));
+        }
+        src += n;
+        left -= static_cast<std::size_t>(n);
+      }
+      return;
+    }
+  }
+  std::memcpy(buffer_.data() + buffered_, src, bytes);
+  buffered_ += bytes;
+}
+
+void AtomicFile::sync() {
+  if (fd_ < 0) return;
+  flush_buffer();
+  if (::fsync(fd_) != 0) throw_system_error(str_cat("cannot fsync ", temp_path_));
+  if (::close(fd_) != 0) throw_system_error(str_cat("cannot close ", temp_path_));
+  fd_ = -1;
+  buffer_ = {};
+}
+
+void AtomicFile::publish() {
+  sync();
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    throw_system_error(str_cat("cannot rename ", temp_path_, " to ", final_path_));
+  }
+  published_ = true;
+  release_cleanup_slot(cleanup_slot_);
+  cleanup_slot_ = -1;
+  fsync_parent_folder(final_path_);
+}
+
+void install_temp_file_cleanup() {
+  struct sigaction action {};
+  action.sa_handler = cleanup_and_reraise;
+  sigemptyset(&action.sa_mask);
+  for (int signo : {SIGINT, SIGTERM, SIGHUP}) sigaction(signo, &action, nullptr);
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_system_error(str_cat("cannot open ", path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw_system_error(str_cat("cannot stat ", path));
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw_system_error(str_cat("cannot mmap ", path));
+    }
+    data_ = static_cast<const std::uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+    path_ = std::move(other.path_);
+    data_ = other.data_;
+    size_ = other.size_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void check_readable_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_system_error(str_cat(what, " ", path, " cannot be read"));
+  MEGATRON_CHECK(S_ISREG(st.st_mode), what, " ", path, " is not a regular file");
+  MEGATRON_CHECK(::access(path.c_str(), R_OK) == 0, what, " ", path, " is not readable (permission denied)");
+}
+
+void check_writable_parent(const std::string& path, const std::string& what) {
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (folder.empty()) folder = ".";
+  struct stat st {};
+  MEGATRON_CHECK(::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode), what, " ", path,
+                 ": folder ", folder, " does not exist; create it first");
+  MEGATRON_CHECK(::access(folder.c_str(), W_OK | X_OK) == 0, what, " ", path, ": folder ", folder,
+                 " is not writable");
+}
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  check_readable_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  MEGATRON_CHECK(in.good(), "cannot open ", what, " ", path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  MEGATRON_CHECK(!in.bad(), "cannot read ", what, " ", path);
+  return out.str();
+}
+
+}  // namespace megatron

@@ -52,13 +52,17 @@ class IndexedDataset {
   std::vector<std::int64_t> read_document(std::size_t document) const;
 
  private:
+  void load_index(const std::string& idx_path);
+  void validate_index(const std::string& idx_path);
+
   std::string prefix_;
-  MappedFile index_file_;
   MappedFile data_file_;
   DType dtype_ = DType::kUInt16;
-  std::span<const std::int32_t> lengths_;
-  std::span<const std::int64_t> pointers_;
-  std::span<const std::int64_t> document_indices_;
+  // Copied out of the .idx: its arrays start at byte 34, so views into the map would be
+  // misaligned int32/int64 accesses.
+  std::vector<std::int32_t> lengths_;
+  std::vector<std::int64_t> pointers_;
+  std::vector<std::int64_t> document_indices_;
   std::uint64_t num_tokens_ = 0;
 };
 

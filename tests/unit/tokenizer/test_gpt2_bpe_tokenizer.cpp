@@ -1,0 +1,196 @@
+// GPT-2 BPE against the reference encoder's ids in ../shared/data/gpt2/vectors.jsonl, decode
+// round trips, the heap BPE path against the quadratic reference, and file errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "megatron/core/check.h"
+#include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+
+namespace megatron::tokenizer {
+namespace {
+
+const std::string kGpt2Dir = std::string(MEGATRON_SHARED_DATA_DIR) + "/gpt2";
+
+const Gpt2BpeTokenizer& gpt2() {
+  static const auto tokenizer =
+      Gpt2BpeTokenizer::from_files(kGpt2Dir + "/vocab.json", kGpt2Dir + "/merges.txt");
+  return *tokenizer;
+}
+
+struct Vector {
+  std::string text;
+  std::vector<std::int32_t> ids;
+};
+
+std::vector<Vector> load_vectors() {
+  std::ifstream in(kGpt2Dir + "/vectors.jsonl");
+  EXPECT_TRUE(in.good()) << "cannot open " << kGpt2Dir << "/vectors.jsonl";
+  std::vector<Vector> vectors;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    vectors.push_back({j.at("text").get<std::string>(), j.at("ids").get<std::vector<std::int32_t>>()});
+  }
+  return vectors;
+}
+
+TEST(Gpt2BpeTokenizer, HasGpt2VocabularyAndEod) {
+  EXPECT_EQ(gpt2().vocab_size(), 50257u);
+  EXPECT_EQ(gpt2().eod(), 50256);
+  EXPECT_EQ(gpt2().num_merges(), 50000u);
+  EXPECT_EQ(gpt2().token_id(" the"), 262);
+}
+
+TEST(Gpt2BpeTokenizer, MatchesReferenceIdsForEveryVector) {
+  const auto vectors = load_vectors();
+  ASSERT_EQ(vectors.size(), 486u);
+  auto encoder = gpt2().make_encoder();
+  int mismatches = 0;
+  for (std::size_t i = 0; i < vectors.size(); ++i) {
+    std::vector<std::int32_t> ids;
+    encoder->encode(vectors[i].text, ids);
+    if (ids != vectors[i].ids && ++mismatches <= 10) {
+      ADD_FAILURE() << "vector " << i << " " << nlohmann::json(vectors[i].text).dump()
+                    << "\n  expected " << nlohmann::json(vectors[i].ids).dump()
+                    << "\n  got      " << nlohmann::json(ids).dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Gpt2BpeTokenizer, CachedEncoderMatchesUncachedOnRepeats) {
+  // The second pass is served from the piece cache and must agree with the first.
+  const auto vectors = load_vectors();
+  auto encoder = gpt2().make_encoder();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& v : vectors) {
+      std::vector<std::int32_t> ids;
+      encoder->encode(v.text, ids);
+      ASSERT_EQ(ids, v.ids) << "pass " << pass << ": " << nlohmann::json(v.text).dump();
+    }
+  }
+}
+
+TEST(Gpt2BpeTokenizer, EndOfTextInsideTextIsOrdinaryText) {
+  EXPECT_EQ(gpt2().encode("<|endoftext|>"),
+            (std::vector<std::int32_t>{27, 91, 437, 1659, 5239, 91, 29}));
+}
+
+TEST(Gpt2BpeTokenizer, DecodeRoundTripsEveryVector) {
+  for (const auto& v : load_vectors()) {
+    EXPECT_EQ(gpt2().decode(v.ids), v.text) << nlohmann::json(v.text).dump();
+  }
+}
+
+TEST(Gpt2BpeTokenizer, DecodeReplacesInvalidUtf8LikePython) {
+  // Token 447 is the lone byte 0xE2 (the first byte of a 3-byte sequence); 0xE2 followed by
+  // ASCII decodes as U+FFFD then the ASCII, as bytes.decode("utf-8", "replace") does.
+  const std::int32_t lone_e2 = gpt2().token_id("\xE2");
+  ASSERT_GE(lone_e2, 0);
+  const std::int32_t a = gpt2().token_id("a");
+  EXPECT_EQ(gpt2().decode(std::vector<std::int32_t>{lone_e2, a}), "\xEF\xBF\xBD" "a");
+  const std::int32_t byte_80 = gpt2().token_id("\x80");
+  EXPECT_EQ(gpt2().decode(std::vector<std::int32_t>{lone_e2, byte_80}), "\xEF\xBF\xBD");
+  EXPECT_THROW(gpt2().decode(std::vector<std::int32_t>{50257}), Error);
+  EXPECT_THROW(gpt2().decode(std::vector<std::int32_t>{-1}), Error);
+}
+
+TEST(Gpt2BpeTokenizer, HeapBpeMatchesReferenceOnLongAndRandomPieces) {
+  std::mt19937 rng(7);
+  const std::string alphabet = "aaabbbcdeeenst ";
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t len = 1 + rng() % (trial < 200 ? 120 : 2000);
+    std::string piece;
+    for (std::size_t i = 0; i < len; ++i) piece += alphabet[rng() % (alphabet.size() - 1)];
+    std::vector<std::int32_t> fast, reference;
+    gpt2().bpe(piece, fast);
+    gpt2().bpe_reference(piece, reference);
+    ASSERT_EQ(fast, reference) << "piece of " << len << " bytes: " << piece.substr(0, 80);
+  }
+  // Repetitive pieces exercise the all-occurrences-per-round rule.
+  for (const std::string unit : {"a", "ab", "aab", "\xE2\x80\x94", "=-"}) {
+    std::string piece;
+    while (piece.size() < 3000) piece += unit;
+    std::vector<std::int32_t> fast, reference;
+    gpt2().bpe(piece, fast);
+    gpt2().bpe_reference(piece, reference);
+    ASSERT_EQ(fast, reference) << "repeated " << unit;
+  }
+}
+
+TEST(Gpt2BpeTokenizer, RejectsInvalidUtf8) {
+  EXPECT_THROW(gpt2().encode("ab\xFF" "cd"), Error);
+  EXPECT_THROW(gpt2().encode("\xED\xA0\x80"), Error);  // an encoded surrogate
+}
+
+class Gpt2BpeFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("megatron_bpe_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  std::string error_of(const std::string& vocab, const std::string& merges) {
+    try {
+      Gpt2BpeTokenizer::from_files(vocab, merges);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Gpt2BpeFiles, MissingVocabFileNamesFlagAndPath) {
+  const auto msg = error_of((dir_ / "nope.json").string(), kGpt2Dir + "/merges.txt");
+  EXPECT_NE(msg.find("--vocab-file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nope.json"), std::string::npos) << msg;
+}
+
+TEST_F(Gpt2BpeFiles, MalformedMergeLineNamesFileAndLine) {
+  const auto merges = write("merges.txt", "#version: 0.2\na b\nc d e\n");
+  const auto vocab = write("vocab.json", R"({"a":0,"b":1,"c":2,"d":3,"ab":4,"<|endoftext|>":5})");
+  const auto msg = error_of(vocab, merges);
+  EXPECT_NE(msg.find("merges.txt:3"), std::string::npos) << msg;
+}
+
+TEST_F(Gpt2BpeFiles, VocabWithoutEndOfTextIsRejected) {
+  const auto merges = write("merges.txt", "#version: 0.2\na b\n");
+  const auto vocab = write("vocab.json", R"({"a":0,"b":1,"ab":2})");
+  EXPECT_NE(error_of(vocab, merges).find("<|endoftext|>"), std::string::npos);
+}
+
+TEST_F(Gpt2BpeFiles, NotJsonVocabIsRejected) {
+  const auto merges = write("merges.txt", "#version: 0.2\na b\n");
+  const auto vocab = write("vocab.json", "{\"a\": 0,");
+  EXPECT_NE(error_of(vocab, merges).find("not a valid vocab.json"), std::string::npos);
+}
+
+TEST_F(Gpt2BpeFiles, TinyVocabularyMergesByRank) {
+  // Ranks: (a,b)=0, (ab,c)=1, (b,c)=2: "abc" -> "abc"; "bc" -> "bc"; "cab" -> c, ab.
+  const auto merges = write("merges.txt", "#version: 0.2\na b\nab c\nb c\n");
+  const auto vocab = write(
+      "vocab.json", R"({"a":0,"b":1,"c":2,"ab":3,"abc":4,"bc":5,"<|endoftext|>":6,"Ġ":7})");
+  const auto tok = Gpt2BpeTokenizer::from_files(vocab, merges);
+  EXPECT_EQ(tok->encode("abc"), (std::vector<std::int32_t>{4}));
+  EXPECT_EQ(tok->encode("bc"), (std::vector<std::int32_t>{5}));
+  EXPECT_EQ(tok->encode("cab"), (std::vector<std::int32_t>{2, 3}));
+  EXPECT_EQ(tok->vocab_size(), 8u);
+  EXPECT_EQ(tok->eod(), 6);
+  // "d" is not in this vocabulary: a clear error, not a silent id.
+  EXPECT_THROW(tok->encode("d"), Error);
+}
+
+}  // namespace
+}  // namespace megatron::tokenizer

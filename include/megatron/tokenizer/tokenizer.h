@@ -1,0 +1,50 @@
+// The tokenizer interface every tool and the trainer use, and the factory that maps Megatron's
+// --tokenizer-type names to implementations. A Tokenizer is immutable and shared between
+// threads; each thread encodes through its own Encoder (which may cache).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megatron::tokenizer {
+
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  // Appends the ids of `text` (UTF-8) to `out`. Throws megatron::Error on invalid UTF-8.
+  virtual void encode(std::string_view text, std::vector<std::int32_t>& out) = 0;
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::string type() const = 0;           // Megatron's --tokenizer-type name
+  virtual std::size_t vocab_size() const = 0;     // before padding for the model
+  virtual std::int32_t eod() const = 0;
+  virtual std::unique_ptr<Encoder> make_encoder() const = 0;
+  // Ids to text; bytes that are not valid UTF-8 become U+FFFD. Throws on ids out of range.
+  virtual std::string decode(std::span<const std::int32_t> ids) const = 0;
+
+  // Convenience for one-off calls (no cache kept between calls).
+  std::vector<std::int32_t> encode(std::string_view text) const;
+};
+
+// Megatron's tokenizer flags (spec 6.8) that the implemented types read.
+struct TokenizerOptions {
+  std::string type = "GPT2BPETokenizer";
+  std::string vocab_file;
+  std::string merge_file;
+};
+
+// The --tokenizer-type names this build implements.
+std::vector<std::string> supported_tokenizer_types();
+
+// Builds the tokenizer; throws megatron::Error naming the flag or file that is wrong, and says so
+// when the type is a Megatron type this project does not implement yet.
+std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
+
+}  // namespace megatron::tokenizer

@@ -1,36 +1,70 @@
 // dataset_info: what a Megatron .bin/.idx dataset holds (counts, dtype, token id range, length
-// distributions), and optionally the token ids of one document.
+// distributions), optionally the token ids of one document and, given a tokenizer, its text.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "megatron/core/check.h"
 #include "megatron/data/dataset_summary.h"
 #include "megatron/data/indexed_dataset.h"
+#include "megatron/tokenizer/tokenizer.h"
+
+namespace {
+
+void print_document(const megatron::data::IndexedDataset& dataset, std::size_t document,
+                    const megatron::tokenizer::Tokenizer* tokenizer) {
+  MEGATRON_CHECK(document < dataset.num_documents(), "--document ", document,
+                 " is out of range: ", dataset.prefix(), " has ", dataset.num_documents(),
+                 " documents");
+  const std::vector<std::int64_t> ids = dataset.read_document(document);
+  std::printf("document %zu: %zu tokens\n", document, ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::printf(i == 0 ? "%lld" : " %lld", static_cast<long long>(ids[i]));
+  }
+  std::printf("\n");
+  if (tokenizer == nullptr) return;
+  std::vector<std::int32_t> narrow;
+  narrow.reserve(ids.size());
+  for (const std::int64_t id : ids) {
+    MEGATRON_CHECK(id >= 0 && id <= std::numeric_limits<std::int32_t>::max(), "document ",
+                   document, " holds token id ", id, ", which no tokenizer can decode");
+    narrow.push_back(static_cast<std::int32_t>(id));
+  }
+  std::printf("text:\n%s\n", tokenizer->decode(narrow).c_str());
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Summarise a Megatron indexed dataset (P.bin + P.idx)"};
   std::string prefix;
   std::size_t document = 0;
+  megatron::tokenizer::TokenizerOptions tokenizer_options;
   app.add_option("prefix,--data-path", prefix, "Dataset prefix P of P.bin / P.idx")->required();
   CLI::Option* document_option =
       app.add_option("--document", document, "Also print the token ids of document N");
+  app.add_option("--tokenizer-type", tokenizer_options.type,
+                 "Tokenizer that decodes --document to text")
+      ->capture_default_str();
+  CLI::Option* vocab_option = app.add_option("--vocab-file", tokenizer_options.vocab_file,
+                                             "Tokenizer vocabulary; decodes --document to text");
+  CLI::Option* merge_option = app.add_option("--merge-file", tokenizer_options.merge_file,
+                                             "BPE merges; decodes --document to text");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    const bool decode = vocab_option->count() > 0 || merge_option->count() > 0;
+    MEGATRON_CHECK(!decode || document_option->count() > 0,
+                   "--vocab-file / --merge-file decode one document; add --document N");
+    const std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer =
+        decode ? megatron::tokenizer::build_tokenizer(tokenizer_options) : nullptr;
     const megatron::data::IndexedDataset dataset(prefix);
+    MEGATRON_CHECK(document_option->count() == 0 || document < dataset.num_documents(),
+                   "--document ", document, " is out of range: ", prefix, " has ",
+                   dataset.num_documents(), " documents");
     std::fputs(megatron::data::format_summary(megatron::data::summarize(dataset)).c_str(), stdout);
-    if (document_option->count() > 0) {
-      MEGATRON_CHECK(document < dataset.num_documents(), "--document ", document,
-                     " is out of range: ", prefix, " has ", dataset.num_documents(),
-                     " documents (0..", dataset.num_documents() - 1, ")");
-      const std::vector<std::int64_t> ids = dataset.read_document(document);
-      std::printf("document %zu: %zu tokens\n", document, ids.size());
-      for (std::size_t i = 0; i < ids.size(); ++i) {
-        std::printf(i == 0 ? "%lld" : " %lld", static_cast<long long>(ids[i]));
-      }
-      std::printf("\n");
-    }
+    if (document_option->count() > 0) print_document(dataset, document, tokenizer.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

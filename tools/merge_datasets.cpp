@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
     const std::vector<std::string> merged = megatron::data::merge_datasets(input, output_prefix);
     for (const std::string& prefix : merged) std::printf("merged %s\n", prefix.c_str());
     const megatron::data::IndexedDataset result(output_prefix);
-    std::printf("wrote %s.bin/.idx: %zu datasets, %zu documents, %zu sequences, %llu tokens (%s)\n",
-                output_prefix.c_str(), merged.size(), result.num_documents(),
+    std::printf("wrote %s.{bin,idx}: %zu datasets, %zu documents, %zu sequences, %llu tokens (%s)"
+                "\n", output_prefix.c_str(), merged.size(), result.num_documents(),
                 result.num_sequences(), static_cast<unsigned long long>(result.num_tokens()),
                 megatron::data::dtype_name(result.dtype()));
   } catch (const std::exception& e) {

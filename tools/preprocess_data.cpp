@@ -1,1 +1,138 @@
-int main() { return 1; }
+// preprocess_data: jsonl -> Megatron .bin/.idx with tools/preprocess_data.py's flags and output.
+// Parses flags, checks every input and output up front, runs data::preprocess, prints a summary.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "megatron/core/file_io.h"
+#include "megatron/core/strings.h"
+#include "megatron/data/dtype.h"
+#include "megatron/data/jsonl_reader.h"
+#include "megatron/data/preprocess.h"
+#include "megatron/tokenizer/tokenizer.h"
+
+namespace {
+
+// Megatron flags this build recognises but cannot honour yet, with the reason.
+struct Unsupported {
+  const char* flag;
+  const char* why;
+};
+constexpr Unsupported kUnsupported[] = {
+    {"--split-sentences", "sentence splitting (NLTK punkt) is not implemented yet"},
+    {"--keep-newlines", "sentence splitting (NLTK punkt) is not implemented yet"},
+    {"--lang", "sentence splitting (NLTK punkt) is not implemented yet"},
+    {"--keep-sequential-samples", "partitions are not needed: inputs are read in order by one reader"},
+    {"--find-optimal-num-workers", "the worker benchmark mode is not implemented"},
+    {"--workers-to-check", "the worker benchmark mode is not implemented"},
+    {"--max-documents", "the worker benchmark mode is not implemented"},
+    {"--tokenizer-model", "only GPT2BPETokenizer is implemented, which takes --vocab-file and --merge-file"},
+    {"--vocab-size", "only GPT2BPETokenizer is implemented; its size comes from --vocab-file"},
+    {"--vocab-extra-ids", "extra ids are not implemented"},
+    {"--tokenizer-special-tokens", "special tokens are not implemented for GPT2BPETokenizer"},
+};
+
+int run(int argc, char** argv) {
+  megatron::install_temp_file_cleanup();
+  megatron::data::PreprocessOptions options;
+  megatron::tokenizer::TokenizerOptions tokenizer_options;
+  std::vector<std::string> input_patterns;
+  int partitions = 1;
+  int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> unsupported_given;
+
+  CLI::App app{"Turn jsonl (plain, .gz, .zst) into Megatron .bin/.idx datasets, byte-identical to "
+               "Megatron-LM's tools/preprocess_data.py", "preprocess_data"};
+  app.allow_extras();
+  app.add_option("--input", input_patterns, "input jsonl files or glob patterns, read in order")->required();
+  app.add_option("--output-prefix", options.output_prefix, "writes PREFIX_KEY_document.bin/.idx")->required();
+  app.add_option("--json-keys", options.json_keys, "keys to extract, one dataset each")->capture_default_str();
+  app.add_flag("--append-eod", options.append_eod, "append the EOD token to each non-empty document");
+  app.add_option("--workers", workers, "tokenizing threads (default: the number of cores)")->capture_default_str();
+  app.add_option("--partitions", partitions, "accepted for compatibility; only 1 is supported")->capture_default_str();
+  app.add_option("--log-interval", options.log_interval, "progress line every N documents")->capture_default_str();
+  app.add_option("--tokenizer-type", tokenizer_options.type, "tokenizer")->capture_default_str();
+  app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
+  app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
+  app.add_flag("--skip-invalid-lines", options.skip_invalid_lines,
+               "skip lines that are not valid documents (warn, count) instead of failing");
+  for (const auto& u : kUnsupported) {
+    app.add_option(u.flag, unsupported_given, u.why)->expected(0, 1)->group("");
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& name : opt->get_lnames()) known.push_back("--" + name);
+  }
+  std::vector<std::string> problems = megatron::unknown_flag_problems(app.remaining(), known);
+  for (const auto& u : kUnsupported) {
+    if (app.count(u.flag) > 0) problems.push_back(std::string(u.flag) + " is not supported yet: " + u.why);
+  }
+  if (partitions != 1) {
+    problems.push_back("--partitions " + std::to_string(partitions) +
+                       " is not supported: inputs are already read in parallel; use --workers");
+  }
+  options.workers = workers;
+  // Check every input and output before any work starts.
+  try {
+    options.inputs = megatron::data::expand_inputs(input_patterns);
+  } catch (const megatron::Error& e) {
+    problems.push_back(e.what());
+  }
+  if (!options.inputs.empty() || input_patterns.empty()) {
+    for (const auto& p : options.validate()) problems.push_back(p);
+  }
+  for (const auto& key : options.json_keys) {
+    try {
+      megatron::check_writable_parent(megatron::data::output_prefix_for_key(options.output_prefix, key),
+                                      "--output-prefix");
+    } catch (const megatron::Error& e) {
+      problems.push_back(e.what());
+      break;
+    }
+  }
+  std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer;
+  try {
+    tokenizer = megatron::tokenizer::build_tokenizer(tokenizer_options);
+  } catch (const megatron::Error& e) {
+    problems.push_back(e.what());
+  }
+  megatron::throw_if_problems("invalid command line", problems);
+
+  const auto stats = megatron::data::preprocess(*tokenizer, options, std::cout, std::cerr);
+  const double mb = static_cast<double>(stats.input_bytes) / 1e6;
+  std::printf("Done: %llu documents (%llu empty), %llu tokens, %.2f MB of JSON%s in %.2f s (%.2f MB/s); "
+              "%llu invalid lines skipped, %llu blank lines\n",
+              static_cast<unsigned long long>(stats.documents),
+              static_cast<unsigned long long>(stats.empty_documents),
+              static_cast<unsigned long long>(stats.tokens), mb,
+              stats.file_bytes != stats.input_bytes
+                  ? (" (" + megatron::human_bytes(stats.file_bytes) + " on disk)").c_str()
+                  : "",
+              stats.seconds, stats.seconds > 0 ? mb / stats.seconds : 0.0,
+              static_cast<unsigned long long>(stats.lines_skipped),
+              static_cast<unsigned long long>(stats.blank_lines));
+  const char* dtype = megatron::data::dtype_name(megatron::data::optimal_token_dtype(tokenizer->vocab_size()));
+  for (const auto& prefix : stats.output_prefixes) std::printf("Wrote %s.bin and %s.idx (%s)\n", prefix.c_str(), prefix.c_str(), dtype);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
+    return 1;
+  }
+}

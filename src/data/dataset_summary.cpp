@@ -94,7 +94,9 @@ DatasetSummary summarize(const IndexedDataset& dataset) {
   const std::span<const std::int64_t> docs = dataset.document_indices();
   values.assign(summary.documents, 0);
   for (std::size_t d = 0; d < summary.documents; ++d) {
-    for (auto s = docs[d]; s < docs[d + 1]; ++s) values[d] += static_cast<std::uint64_t>(lengths[s]);
+    for (auto s = docs[d]; s < docs[d + 1]; ++s) {
+      values[d] += static_cast<std::uint64_t>(lengths[s]);
+    }
   }
   summary.document_tokens = length_stats(values);
   return summary;
@@ -112,8 +114,8 @@ std::string format_summary(const DatasetSummary& s) {
   } else {
     out << "token ids        (none)\n";
   }
-  out << "files            .bin " << human_bytes(s.bin_bytes) << ", .idx " << human_bytes(s.idx_bytes)
-      << "\n"
+  out << "files            .bin " << human_bytes(s.bin_bytes) << ", .idx "
+      << human_bytes(s.idx_bytes) << "\n"
       << "document tokens  " << format_stats(s.document_tokens) << "\n"
       << "sequence tokens  " << format_stats(s.sequence_tokens) << "\n";
   return out.str();

@@ -82,9 +82,10 @@ void IndexedDataset::load_index(const std::string& idx) {
   const std::uint8_t* p = file.data();
   const std::uint64_t size = file.size();
 
-  MEGATRON_CHECK(size >= sizeof(kIndexMagic) && std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) == 0,
-                 idx, ": not a Megatron indexed dataset index (bad magic); expected the bytes "
-                 "'MMIDIDX\\x00\\x00' that Megatron's preprocess_data.py writes");
+  const bool magic_ok =
+      size >= sizeof(kIndexMagic) && std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) == 0;
+  MEGATRON_CHECK(magic_ok, idx, ": not a Megatron indexed dataset index (bad magic); expected "
+                 "the bytes 'MMIDIDX\\x00\\x00' that Megatron's preprocess_data.py writes");
   MEGATRON_CHECK(size >= kIndexHeaderBytes, idx, ": truncated: ", size,
                  " bytes, but the header alone is ", kIndexHeaderBytes, " bytes");
 

@@ -22,20 +22,24 @@ constexpr std::size_t kPointerChunk = 1 << 20;
 // The int32 ids a dtype holds exactly (float32: integers up to 2^24).
 template <typename T>
 constexpr std::int64_t lowest_id() {
-  if constexpr (std::is_same_v<T, float>) return -(std::int64_t{1} << 24);
-  if constexpr (std::is_floating_point_v<T> || sizeof(T) >= 4) {
+  if constexpr (std::is_same_v<T, float>) {
+    return -(std::int64_t{1} << 24);
+  } else if constexpr (std::is_floating_point_v<T> || sizeof(T) >= 4) {
     return std::numeric_limits<std::int32_t>::min();
+  } else {
+    return std::numeric_limits<T>::min();
   }
-  return std::numeric_limits<T>::min();
 }
 
 template <typename T>
 constexpr std::int64_t highest_id() {
-  if constexpr (std::is_same_v<T, float>) return std::int64_t{1} << 24;
-  if constexpr (std::is_floating_point_v<T> || sizeof(T) >= 4) {
+  if constexpr (std::is_same_v<T, float>) {
+    return std::int64_t{1} << 24;
+  } else if constexpr (std::is_floating_point_v<T> || sizeof(T) >= 4) {
     return std::numeric_limits<std::int32_t>::max();
+  } else {
+    return std::numeric_limits<T>::max();
   }
-  return std::numeric_limits<T>::max();
 }
 
 // Converts `tokens` to T in `scratch` (one fused pass: range flag and store, so the loop
@@ -85,8 +89,8 @@ void IndexedDatasetWriter::add_document(std::span<const std::int32_t> tokens,
     total += length;
   }
   MEGATRON_CHECK(total == static_cast<std::int64_t>(tokens.size()), prefix_, ": document ",
-                 num_documents(), " has ", tokens.size(), " tokens but its sequence lengths sum to ",
-                 total);
+                 num_documents(), " has ", tokens.size(),
+                 " tokens but its sequence lengths sum to ", total);
 
   if (dtype_ == DType::kInt32) {
     bin_->write(tokens.data(), tokens.size_bytes());

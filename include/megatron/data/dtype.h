@@ -49,7 +49,7 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
     case DType::kUInt16:
       break;
   }
-  return fn(std::uint16_t{});
+  return fn(std::uint16_t{});  // kUInt16; every DType value is one of the eight codes
 }
 
 }  // namespace megatron::data

@@ -1,7 +1,8 @@
-// Megatron's mmap indexed dataset (`P.idx` + `P.bin`, spec section 1): a reader that maps both
-// files and validates them, and a writer that streams token ids into `.bin` and writes `.idx`
-// at the end. Both files are written under temporary names and appear together only when
-// finalize() succeeds. Text datasets only: the multimodal "modes" array is not supported.
+// Megatron's mmap indexed dataset (`P.idx` + `P.bin`, spec section 1): a reader that validates
+// both files, copies the .idx arrays into memory and maps the .bin, and a writer that streams
+// token ids into `.bin` and writes `.idx` at the end. Both files are written under temporary
+// names and appear together only when finalize() succeeds. Text datasets only: the multimodal
+// "modes" array is not supported.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,12 @@ std::string data_path(const std::string& prefix);   // prefix + ".bin"
 
 class IndexedDataset {
  public:
-  // Maps P.idx and P.bin. Throws megatron::Error naming the file and the problem: missing file,
-  // bad magic (not a Megatron index), unsupported version or dtype code, a size that disagrees
-  // with the header (truncated or trailing bytes), document indices that are not monotonic or do
-  // not end at the sequence count, pointers that disagree with the lengths or run past .bin.
+  // Reads P.idx (its arrays copied: 12 bytes per sequence, 8 per document) and maps P.bin.
+  // Throws megatron::Error naming the file and the problem: missing file, bad magic (not a
+  // Megatron index), unsupported version or dtype code, a size that disagrees
+  // with the header (truncated or trailing bytes), document indices that do not start at 0, are
+  // not monotonic or do not end at the sequence count, negative lengths, pointers that are not
+  // the running sum of the lengths, and a .bin whose size is not exactly the tokens' bytes.
   explicit IndexedDataset(const std::string& prefix);
 
   const std::string& prefix() const { return prefix_; }

@@ -47,8 +47,10 @@ int run(int argc, char** argv) {
   CLI::App app{"Turn jsonl (plain, .gz, .zst) into Megatron .bin/.idx datasets, byte-identical to "
                "Megatron-LM's tools/preprocess_data.py", "preprocess_data"};
   app.allow_extras();
-  app.add_option("--input", input_patterns, "input jsonl files or glob patterns, read in order")->required();
-  app.add_option("--output-prefix", options.output_prefix, "writes PREFIX_KEY_document.bin/.idx")->required();
+  // --input and --output-prefix are required; validate() reports them missing, together with
+  // every other problem, rather than CLI11 stopping at the first.
+  app.add_option("--input", input_patterns, "(required) input jsonl files or glob patterns, read in order");
+  app.add_option("--output-prefix", options.output_prefix, "(required) writes PREFIX_KEY_document.bin/.idx");
   app.add_option("--json-keys", options.json_keys, "keys to extract, one dataset each")->capture_default_str();
   app.add_flag("--append-eod", options.append_eod, "append the EOD token to each non-empty document");
   app.add_option("--workers", workers, "tokenizing threads (default: the number of cores)")->capture_default_str();
@@ -82,15 +84,20 @@ int run(int argc, char** argv) {
   }
   options.workers = workers;
   // Check every input and output before any work starts.
-  try {
-    options.inputs = megatron::data::expand_inputs(input_patterns);
-  } catch (const megatron::Error& e) {
-    problems.push_back(e.what());
+  bool inputs_ok = true;
+  for (const auto& pattern : input_patterns) {
+    try {
+      for (auto& file : megatron::data::expand_inputs({pattern})) options.inputs.push_back(std::move(file));
+    } catch (const megatron::Error& e) {
+      problems.push_back(e.what());
+      inputs_ok = false;
+    }
   }
-  if (!options.inputs.empty() || input_patterns.empty()) {
-    for (const auto& p : options.validate()) problems.push_back(p);
-  }
-  for (const auto& key : options.json_keys) {
+  // Bad --input values are reported above; validate the rest as if the inputs were fine.
+  megatron::data::PreprocessOptions to_validate = options;
+  if (!inputs_ok) to_validate.inputs = input_patterns;
+  for (const auto& p : to_validate.validate()) problems.push_back(p);
+  for (const auto& key : options.output_prefix.empty() ? std::vector<std::string>{} : options.json_keys) {
     try {
       megatron::check_writable_parent(megatron::data::output_prefix_for_key(options.output_prefix, key),
                                       "--output-prefix");

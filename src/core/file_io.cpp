@@ -55,8 +55,8 @@ extern "C" void cleanup_and_reraise(int signo) {
 }
 
 void fsync_parent_folder(const std::string& path) {
-  std::string folder = std::filesystem::path(path).parent_path().string();
-  if (folder.empty()) folder = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? std::string(".") : parent.string();
   const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd >= 0) {
     ::fsync(fd);
@@ -199,8 +199,8 @@ void check_readable_file(const std::string& path, const std::string& what) {
 }
 
 void check_writable_parent(const std::string& path, const std::string& what) {
-  std::string folder = std::filesystem::path(path).parent_path().string();
-  if (folder.empty()) folder = ".";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? std::string(".") : parent.string();
   struct stat st {};
   MEGATRON_CHECK(::stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode), what, " ", path,
                  ": folder ", folder, " does not exist; create it first");

@@ -1,0 +1,229 @@
+// The preprocess pipeline as a library: Megatron's bytes for the golden corpus at any worker
+// count, input order across many batches, sentences, keys, invalid lines and progress output.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "megatron/core/check.h"
+#include "megatron/data/indexed_dataset.h"
+#include "megatron/data/preprocess.h"
+#include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+
+namespace megatron::data {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kShared = MEGATRON_SHARED_DATA_DIR;
+
+const tokenizer::Tokenizer& gpt2() {
+  static const auto tok = tokenizer::Gpt2BpeTokenizer::from_files(kShared + "/gpt2/vocab.json",
+                                                                   kShared + "/gpt2/merges.txt");
+  return *tok;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class Preprocess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("megatron_preprocess_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  PreprocessOptions options(const std::vector<std::string>& inputs, const std::string& prefix) {
+    PreprocessOptions o;
+    o.inputs = inputs;
+    o.output_prefix = (dir_ / prefix).string();
+    o.append_eod = true;
+    return o;
+  }
+
+  PreprocessStats run(const PreprocessOptions& o) {
+    out_.str("");
+    err_.str("");
+    return preprocess(gpt2(), o, out_, err_);
+  }
+
+  fs::path dir_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(Preprocess, GoldenCorpusIsByteIdenticalForAnyWorkerCount) {
+  const std::string golden = kShared + "/megatron_golden/corpus_text_document";
+  for (const int workers : {1, 3}) {
+    auto o = options({kShared + "/megatron_golden/corpus.jsonl"}, std::string("w").append(std::to_string(workers)));
+    o.workers = workers;
+    const auto stats = run(o);
+    const std::string prefix = output_prefix_for_key(o.output_prefix, "text");
+    EXPECT_EQ(slurp(prefix + ".bin"), slurp(golden + ".bin")) << workers << " workers";
+    EXPECT_EQ(slurp(prefix + ".idx"), slurp(golden + ".idx")) << workers << " workers";
+    EXPECT_EQ(stats.documents, 525u);
+    EXPECT_EQ(stats.tokens, fs::file_size(golden + ".bin") / 2);
+  }
+}
+
+TEST_F(Preprocess, KeepsInputOrderAcrossManyBatches) {
+  // 5000 documents, some of 300 KB, so batches split on both line count and size.
+  std::string jsonl;
+  std::vector<std::string> texts;
+  for (int i = 0; i < 5000; ++i) {
+    std::string text = "document " + std::to_string(i) + " says hello";
+    if (i % 997 == 0) text += std::string(300000, 'z');
+    texts.push_back(text);
+    jsonl += "{\"text\": \"" + text + "\"}\n";
+  }
+  const std::string input = write("many.jsonl", jsonl);
+  auto one = options({input}, "one");
+  one.workers = 1;
+  auto four = options({input}, "four");
+  four.workers = 4;
+  run(one);
+  run(four);
+  const std::string p1 = output_prefix_for_key(one.output_prefix, "text");
+  const std::string p4 = output_prefix_for_key(four.output_prefix, "text");
+  EXPECT_EQ(slurp(p1 + ".bin"), slurp(p4 + ".bin"));
+  EXPECT_EQ(slurp(p1 + ".idx"), slurp(p4 + ".idx"));
+  const IndexedDataset ds(p4);
+  ASSERT_EQ(ds.num_documents(), 5000u);
+  for (const int i : {0, 1, 996, 997, 1023, 1024, 2500, 4999}) {
+    std::vector<std::int32_t> expected = gpt2().encode(texts[static_cast<std::size_t>(i)]);
+    expected.push_back(gpt2().eod());
+    const auto got = ds.read_document(static_cast<std::size_t>(i));
+    EXPECT_EQ(std::vector<std::int32_t>(got.begin(), got.end()), expected) << "document " << i;
+  }
+}
+
+TEST_F(Preprocess, ListsBecomeOneSequencePerSentence) {
+  const std::string input = write("s.jsonl",
+                                  "{\"text\": [\"Hello there.\", \"\", \" Second one.\"]}\n"
+                                  "{\"text\": []}\n"
+                                  "{\"text\": \"\"}\n"
+                                  "{\"text\": \"single\"}\n");
+  const auto o = options({input}, "s");
+  const auto stats = run(o);
+  EXPECT_EQ(stats.documents, 4u);
+  EXPECT_EQ(stats.empty_documents, 2u);
+  const IndexedDataset ds(output_prefix_for_key(o.output_prefix, "text"));
+  const auto hello = gpt2().encode("Hello there.");
+  const auto second = gpt2().encode(" Second one.");
+  ASSERT_EQ(ds.num_sequences(), 3u);  // the empty sentence and the empty documents add none
+  EXPECT_EQ(ds.sequence_lengths()[0], static_cast<std::int32_t>(hello.size()));
+  EXPECT_EQ(ds.sequence_lengths()[1], static_cast<std::int32_t>(second.size() + 1));  // + EOD
+  EXPECT_EQ(std::vector<std::int64_t>(ds.document_indices().begin(), ds.document_indices().end()),
+            (std::vector<std::int64_t>{0, 2, 2, 2, 3}));
+  EXPECT_EQ(ds.read_sequence(1).back(), gpt2().eod());
+}
+
+TEST_F(Preprocess, WithoutAppendEodNoEodIsStored) {
+  const std::string input = write("n.jsonl", "{\"text\": \"abc def\"}\n");
+  auto o = options({input}, "n");
+  o.append_eod = false;
+  run(o);
+  const IndexedDataset ds(output_prefix_for_key(o.output_prefix, "text"));
+  const auto ids = ds.read_document(0);
+  EXPECT_EQ(std::vector<std::int32_t>(ids.begin(), ids.end()), gpt2().encode("abc def"));
+}
+
+TEST_F(Preprocess, EachKeyGetsItsOwnDataset) {
+  const std::string input = write("k.jsonl", "{\"title\": \"A title\", \"text\": \"Body text\"}\n");
+  auto o = options({input}, "k");
+  o.json_keys = {"text", "title"};
+  const auto stats = run(o);
+  ASSERT_EQ(stats.output_prefixes.size(), 2u);
+  const IndexedDataset text(output_prefix_for_key(o.output_prefix, "text"));
+  const IndexedDataset title(output_prefix_for_key(o.output_prefix, "title"));
+  EXPECT_EQ(text.read_document(0).size(), gpt2().encode("Body text").size() + 1);
+  EXPECT_EQ(title.read_document(0).size(), gpt2().encode("A title").size() + 1);
+}
+
+TEST_F(Preprocess, InvalidLineNamesFileAndLineAndLeavesNoOutput) {
+  std::string jsonl;
+  for (int i = 0; i < 3000; ++i) jsonl += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
+  jsonl += "{\"text\": \"broken}\n";
+  const std::string input = write("bad.jsonl", jsonl);
+  const auto o = options({input}, "bad");
+  try {
+    run(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("bad.jsonl:3001: invalid JSON (unterminated string"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--skip-invalid-lines"), std::string::npos) << msg;
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir_)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"bad.jsonl"});
+}
+
+TEST_F(Preprocess, SkipInvalidLinesWarnsAndCounts) {
+  const std::string bad = write("mixed.jsonl",
+                                "{\"text\": \"good one\"}\n"
+                                "not json\n"
+                                "\n"
+                                "{\"other\": \"no text key\"}\n"
+                                "{\"text\": 7}\n"
+                                "{\"text\": \"good two\"}\n");
+  const std::string clean = write("clean.jsonl", "{\"text\": \"good one\"}\n{\"text\": \"good two\"}\n");
+  auto o = options({bad}, "mixed");
+  o.skip_invalid_lines = true;
+  const auto stats = run(o);
+  EXPECT_EQ(stats.lines_skipped, 3u);
+  EXPECT_EQ(stats.blank_lines, 1u);
+  EXPECT_EQ(stats.documents, 2u);
+  const std::string warnings = err_.str();
+  EXPECT_NE(warnings.find("mixed.jsonl:2: invalid JSON"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("mixed.jsonl:4: no \"text\" key"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("mixed.jsonl:5: \"text\" is a number"), std::string::npos) << warnings;
+  run(options({clean}, "clean"));
+  EXPECT_EQ(slurp(output_prefix_for_key((dir_ / "mixed").string(), "text") + ".bin"),
+            slurp(output_prefix_for_key((dir_ / "clean").string(), "text") + ".bin"));
+  EXPECT_EQ(slurp(output_prefix_for_key((dir_ / "mixed").string(), "text") + ".idx"),
+            slurp(output_prefix_for_key((dir_ / "clean").string(), "text") + ".idx"));
+}
+
+TEST_F(Preprocess, PrintsMegatronProgressLines) {
+  std::string jsonl;
+  for (int i = 0; i < 250; ++i) jsonl += "{\"text\": \"d\"}\n";
+  auto o = options({write("p.jsonl", jsonl)}, "p");
+  o.log_interval = 100;
+  run(o);
+  const std::regex line(R"(Processed (\d+) documents \([0-9.e+-]+ docs/s, [0-9.e+-]+ MB/s\)\.)");
+  std::istringstream err(err_.str());
+  std::vector<std::string> counts;
+  for (std::string l; std::getline(err, l);) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(l, m, line)) << l;
+    counts.push_back(m[1]);
+  }
+  EXPECT_EQ(counts, (std::vector<std::string>{"100", "200"}));
+  const std::string out = out_.str();
+  EXPECT_EQ(out.rfind("Opening " + (dir_ / "p.jsonl").string() + "\nTime to startup: ", 0), 0u) << out;
+  EXPECT_NE(out.find("\nProcessing data with 1 workers.\n"), std::string::npos) << out;
+}
+
+TEST_F(Preprocess, OptionsReportEveryProblem) {
+  PreprocessOptions o;
+  o.workers = 0;
+  o.json_keys = {"a", "a"};
+  const auto problems = o.validate();
+  EXPECT_EQ(problems.size(), 4u);  // no input, no prefix, duplicate key, workers
+}
+
+}  // namespace
+}  // namespace megatron::data

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Sets up this repository on a fresh Debian 12 / Ubuntu 22.04+ machine and builds it:
+#   1. system packages (apt-get; only the missing ones, so a second run is quick),
+#   2. LibTorch from the pinned PyTorch wheel on PyPI, in .venv/ inside the repository,
+#   3. CMake + Ninja configure and build in build/ (ccache when present; CUDA sources compile
+#      when nvcc is found, also without a GPU).
+# Environment: MEGATRON_BUILD_DIR (default build), MEGATRON_SKIP_TORCH=1 (no venv/LibTorch),
+# MEGATRON_CMAKE_ARGS (extra configure flags), MEGATRON_JOBS (build parallelism).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${MEGATRON_BUILD_DIR:-$ROOT/build}"
+# PyTorch 2.11.0 is what the GPU machines run (built for CUDA 13.0, like the nvcc here), so the
+# CPU build and the GPU build compile against the same LibTorch API. The PyPI wheel is the
+# CUDA 13.0 build; it runs CPU-only where no GPU/driver is present (checked below).
+TORCH_VERSION="2.11.0"
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+  libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  libzstd-dev zstd zlib1g-dev gzip
+)
+
+log() { printf '[setup] %s\n' "$*"; }
+
+install_system_packages() {
+  local missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "system packages: all present"
+    return
+  fi
+  log "system packages: installing ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+install_libtorch() {
+  if [ "${MEGATRON_SKIP_TORCH:-0}" = "1" ]; then
+    log "LibTorch: skipped (MEGATRON_SKIP_TORCH=1)"
+    return
+  fi
+  local venv="$ROOT/.venv"
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+    log "LibTorch: torch $TORCH_VERSION already in .venv"
+  else
+    log "LibTorch: installing torch==$TORCH_VERSION into .venv (about 4.7 GB, a minute or two)"
+    local start=$SECONDS
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q "torch==$TORCH_VERSION" numpy
+    log "LibTorch: installed in $((SECONDS - start)) s, $(du -sh "$venv" | cut -f1)"
+  fi
+  # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
+  "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"
+}
+
+configure_and_build() {
+  local args=(-S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release)
+  if [ -x "$ROOT/.venv/bin/python" ]; then
+    args+=("-DCMAKE_PREFIX_PATH=$("$ROOT/.venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')")
+  fi
+  # shellcheck disable=SC2206
+  args+=(${MEGATRON_CMAKE_ARGS:-})
+  log "configure: cmake ${args[*]}"
+  cmake "${args[@]}" >"$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; exit 1; }
+  grep -E '^-- megatron:' "$BUILD_DIR.configure.log" || true
+  log "build: ninja -C $BUILD_DIR"
+  ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"}
+}
+
+install_system_packages
+install_libtorch
+configure_and_build
+log "done: tools in $BUILD_DIR/tools"

@@ -35,10 +35,22 @@ const char* kind_of(char c) {
 }  // namespace
 
 JsonDocumentParser::JsonDocumentParser(std::vector<std::string> keys)
-    : keys_(std::move(keys)), pieces_(keys_.size()), seen_(keys_.size()), views_(keys_.size()) {}
+    : keys_(std::move(keys)),
+      pieces_(keys_.size()),
+      seen_(keys_.size()),
+      type_errors_(keys_.size()),
+      views_(keys_.size()) {}
 
 void JsonDocumentParser::fail_at(std::size_t pos, const std::string& what) const {
   throw ParseFailure{str_cat("invalid JSON (", what, " at column ", pos + 1, ")")};
+}
+
+// A lone surrogate is valid JSON (Python decodes it) but not Unicode text: Megatron fails when it
+// encodes such a text, so it is an error in the texts we tokenize and ignored elsewhere.
+void JsonDocumentParser::lone_surrogate(std::size_t esc, bool text) const {
+  if (!text) return;
+  throw ParseFailure{str_cat("lone surrogate escape \\u", line_.substr(esc + 2, 4), " at column ", esc + 1,
+                             " is not valid Unicode text")};
 }
 
 void JsonDocumentParser::skip_ws() {
@@ -56,6 +68,7 @@ bool JsonDocumentParser::parse(std::string_view line, std::string& error) {
   for (std::size_t k = 0; k < keys_.size(); ++k) {
     pieces_[k].clear();
     seen_[k] = false;
+    type_errors_[k].clear();
     views_[k].clear();
   }
   try {
@@ -81,6 +94,10 @@ bool JsonDocumentParser::parse(std::string_view line, std::string& error) {
       error = str_cat("no \"", keys_[k], "\" key");
       return false;
     }
+    if (!type_errors_[k].empty()) {
+      error = type_errors_[k];
+      return false;
+    }
     for (const Piece& p : pieces_[k]) {
       views_[k].push_back(p.in_arena ? std::string_view(arena_).substr(p.offset, p.size)
                                      : line_.substr(p.offset, p.size));
@@ -100,7 +117,7 @@ void JsonDocumentParser::parse_object_members(int depth) {
     if (pos_ >= line_.size() || line_[pos_] != '"') {
       fail_at(pos_, "expecting property name enclosed in double quotes");
     }
-    const Piece key_piece = parse_string();
+    const Piece key_piece = parse_string(false);
     const std::string_view key = key_piece.in_arena
                                      ? std::string_view(arena_).substr(key_piece.offset, key_piece.size)
                                      : line_.substr(key_piece.offset, key_piece.size);
@@ -109,6 +126,7 @@ void JsonDocumentParser::parse_object_members(int depth) {
       for (std::size_t k = 0; k < keys_.size(); ++k) {
         if (keys_[k] == key) {
           pieces_[k].clear();  // a repeated key: the last value wins, as in Python
+          type_errors_[k].clear();
           seen_[k] = true;
           capture = &pieces_[k];
         }
@@ -139,18 +157,21 @@ void JsonDocumentParser::parse_value(int depth, std::vector<Piece>* capture, boo
   if (pos_ >= line_.size()) fail_at(pos_, "expecting value");
   const char c = line_[pos_];
   if (c == '"') {
-    const Piece p = parse_string();
+    const Piece p = parse_string(capture != nullptr);
     if (capture) capture->push_back(p);
     return;
   }
   if (capture && !(c == '[' && capture_list)) {
-    // Still validate the rest of the line before reporting the type problem.
-    const std::size_t at = pos_;
+    // Recorded, not thrown: a syntax error later in the line is reported first, and a later
+    // value of the same key replaces this one (both as with Python's json.loads).
+    std::string& problem = type_errors_[static_cast<std::size_t>(capture - pieces_.data())];
+    if (problem.empty()) {
+      problem = capture_list
+                    ? str_cat("\"", key, "\" is ", kind_of(c), ", not a string or a list of strings")
+                    : str_cat("\"", key, "\"[", capture->size(), "] is ", kind_of(c), ", not a string");
+    }
     parse_value(depth, nullptr, false, {});
-    (void)at;
-    throw ParseFailure{capture_list
-                           ? str_cat("\"", key, "\" is ", kind_of(c), ", not a string or a list of strings")
-                           : str_cat("\"", key, "\"[", capture->size(), "] is ", kind_of(c), ", not a string")};
+    return;
   }
   if (c == '{') {
     ++pos_;
@@ -224,7 +245,7 @@ void JsonDocumentParser::parse_number() {
   }
 }
 
-JsonDocumentParser::Piece JsonDocumentParser::parse_string() {
+JsonDocumentParser::Piece JsonDocumentParser::parse_string(bool text) {
   const std::size_t open = pos_++;  // at the opening quote
   const std::size_t begin = pos_;
   bool decoding = false;            // an escape was seen: the text goes to the arena
@@ -281,20 +302,21 @@ JsonDocumentParser::Piece JsonDocumentParser::parse_string() {
           return v;
         };
         const int u = read_hex4(pos_);
-        if (u < 0) fail_at(esc, "invalid \\uXXXX escape");
+        if (u < 0) fail_at(esc + 1, "invalid \\uXXXX escape");  // at the 'u', as Python says
         pos_ += 4;
         char32_t cp = static_cast<char32_t>(u);
         if (u >= 0xD800 && u <= 0xDBFF) {
           const int low = (pos_ + 1 < n && line_[pos_] == '\\' && line_[pos_ + 1] == 'u') ? read_hex4(pos_ + 2) : -1;
-          if (low < 0xDC00 || low > 0xDFFF) {
-            throw ParseFailure{str_cat("lone surrogate escape \\u", line_.substr(esc + 2, 4), " at column ",
-                                       esc + 1, " is not valid Unicode text")};
+          if (low >= 0xDC00 && low <= 0xDFFF) {
+            pos_ += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(low) - 0xDC00);
+          } else {
+            lone_surrogate(esc, text);
+            cp = 0xFFFD;
           }
-          pos_ += 6;
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(low) - 0xDC00);
         } else if (u >= 0xDC00 && u <= 0xDFFF) {
-          throw ParseFailure{str_cat("lone surrogate escape \\u", line_.substr(esc + 2, 4), " at column ",
-                                     esc + 1, " is not valid Unicode text")};
+          lone_surrogate(esc, text);
+          cp = 0xFFFD;
         }
         tokenizer::append_utf8(arena_, cp);
         break;

@@ -1,7 +1,8 @@
 // Strict parser for one jsonl line that extracts the text of selected top-level keys: a string,
 // or a list of strings (one sentence each). Accepts exactly what Python's json.loads accepts
-// (NaN / Infinity literals included), except lone surrogate escapes, which Megatron's tokenizer
-// could not encode either. Strings without escapes are returned as views into the line.
+// (NaN / Infinity literals included), except lone surrogate escapes inside the extracted texts,
+// which Megatron's tokenizer could not encode either (elsewhere in the line they are accepted).
+// Strings without escapes are returned as views into the line.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ class JsonDocumentParser {
   [[noreturn]] void fail_at(std::size_t pos, const std::string& what) const;
   void parse_value(int depth, std::vector<Piece>* capture, bool capture_list, std::string_view key);
   void parse_object_members(int depth);
-  Piece parse_string();
+  Piece parse_string(bool text);  // text: a value we tokenize (stricter)
+  void lone_surrogate(std::size_t esc, bool text) const;
   void parse_number();
   void expect_literal(std::string_view word);
 
@@ -49,6 +51,7 @@ class JsonDocumentParser {
   std::string arena_;
   std::vector<std::vector<Piece>> pieces_;
   std::vector<bool> seen_;
+  std::vector<std::string> type_errors_;  // per key: why its last value is not text ("" if it is)
   std::vector<std::vector<std::string_view>> views_;
 };
 

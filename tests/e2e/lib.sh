@@ -1,0 +1,125 @@
+# Shared set-up and assertions for the end-to-end scripts; sourced, never run on its own.
+# Every script is called as: script.sh PREPROCESS_DATA MERGE_DATASETS DATASET_INFO SHARED_DATA_DIR.
+# Sourcing sets those paths, the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp
+# folder removed on exit). Assertions print what they check and exit 1 on the first failure.
+# shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
+
+if [[ $# -ne 4 ]]; then
+  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO SHARED_DATA_DIR" >&2
+  exit 2
+fi
+# Absolute paths: the scripts run inside $WORK.
+PREPROCESS=$(realpath -- "$1")
+MERGE=$(realpath -- "$2")
+INFO=$(realpath -- "$3")
+DATA=$(realpath -- "$4")
+VOCAB=$DATA/gpt2/vocab.json
+MERGES=$DATA/gpt2/merges.txt
+CORPUS=$DATA/megatron_golden/corpus.jsonl
+GOLDEN=$DATA/megatron_golden/corpus_text_document  # made by Megatron with --append-eod
+TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file "$MERGES")
+
+for f in "$PREPROCESS" "$MERGE" "$INFO" "$VOCAB" "$MERGES" "$CORPUS" "$GOLDEN.bin" "$GOLDEN.idx"; do
+  [[ -e $f ]] || { echo "FAIL: $f does not exist" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/megatron-e2e.XXXXXX")
+trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+IS_ROOT=0
+[[ $(id -u) -eq 0 ]] && IS_ROOT=1
+
+# require COMMAND...: fails clearly when a command the script uses (gzip, zstd) is missing.
+require() {
+  local c
+  for c in "$@"; do command -v "$c" >/dev/null || { echo "FAIL: the $c command is needed" >&2; exit 1; }; done
+}
+
+step() { echo "== $*"; }
+ok() { echo "   ok: $*"; }
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+show() {  # show FILE LABEL: a captured stream, for failure reports
+  echo "---- $2 ----" >&2
+  cat "$1" >&2
+}
+
+# run_capture CMD...: runs CMD with stdout to $WORK/out.txt and stderr to $WORK/err.txt; sets RC.
+run_capture() {
+  RC=0
+  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || RC=$?
+}
+
+# assert_succeeds CMD...: CMD exits 0 (its output stays in out.txt / err.txt).
+assert_succeeds() {
+  run_capture "$@"
+  if [[ $RC -ne 0 ]]; then
+    show "$WORK/out.txt" stdout
+    show "$WORK/err.txt" stderr
+    fail "expected success, got exit code $RC: $*"
+  fi
+}
+
+# assert_fails_with SUBSTRING CMD...: CMD exits non-zero and its stderr contains SUBSTRING.
+assert_fails_with() {
+  local expected=$1
+  shift
+  run_capture "$@"
+  if [[ $RC -eq 0 ]]; then
+    show "$WORK/out.txt" stdout
+    fail "expected failure, but exit code 0: $*"
+  fi
+  if ! grep -qF -- "$expected" "$WORK/err.txt"; then
+    show "$WORK/err.txt" stderr
+    fail "stderr lacks \"$expected\""
+  fi
+  ok "exit $RC, stderr has: $expected"
+}
+
+# assert_contains FILE SUBSTRING
+assert_contains() {
+  grep -qF -- "$2" "$1" || { show "$1" "$1"; fail "$1 lacks \"$2\""; }
+}
+
+# assert_line FILE LINE: FILE has a line equal to LINE.
+assert_line() {
+  grep -qxF -- "$2" "$1" || { show "$1" "$1"; fail "$1 has no line \"$2\""; }
+}
+
+# assert_eq EXPECTED ACTUAL WHAT
+assert_eq() {
+  [[ "$1" == "$2" ]] || fail "$3: expected '$1', got '$2'"
+  ok "$3 = $2"
+}
+
+# assert_empty FILE WHAT
+assert_empty() {
+  [[ ! -s $1 ]] || { show "$1" "$1"; fail "$2: expected nothing"; }
+}
+
+# assert_same_dataset PREFIX_A PREFIX_B: the .bin and the .idx files are byte-identical.
+assert_same_dataset() {
+  cmp "$1.bin" "$2.bin" || fail "$1.bin differs from $2.bin"
+  cmp "$1.idx" "$2.idx" || fail "$1.idx differs from $2.idx"
+  ok "$1.{bin,idx} identical to $2.{bin,idx}"
+}
+
+# assert_no_outputs DIR: DIR holds no file at all: neither a final name nor a *.tmp.* leftover.
+assert_no_outputs() {
+  local left
+  left=$(find "$1" -mindepth 1 -print)
+  [[ -z $left ]] || fail "files left in $1: $left"
+  ok "nothing written to $1"
+}
+
+# fresh_dir NAME: an empty folder $WORK/NAME (removed first if it exists); prints its path.
+fresh_dir() {
+  rm -rf "${WORK:?}/$1"
+  mkdir -p "$WORK/$1"
+  echo "$WORK/$1"
+}

@@ -32,6 +32,6 @@ python3 "$ROOT/examples/make_example_corpus.py" "$OUT/corpus.jsonl"
   --log-interval 50
 echo
 "$BUILD_DIR/tools/dataset_info" "$OUT/example_text_document" --document 0 \
-  --vocab-file "$GPT2_DIR/vocab.json" --merge-file "$GPT2_DIR/merges.txt" | head -c 2500
+  --vocab-file "$GPT2_DIR/vocab.json" --merge-file "$GPT2_DIR/merges.txt" --max-ids 32
 echo
 echo "quickstart: dataset at $OUT/example_text_document.{bin,idx} (use it as --data-path)"

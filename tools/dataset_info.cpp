@@ -1,6 +1,7 @@
 // dataset_info: what a Megatron .bin/.idx dataset holds (counts, dtype, token id range, length
 // distributions), optionally the token ids of one document and, given a tokenizer, its text.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -13,15 +14,17 @@
 namespace {
 
 void print_document(const megatron::data::IndexedDataset& dataset, std::size_t document,
-                    const megatron::tokenizer::Tokenizer* tokenizer) {
+                    std::size_t max_ids, const megatron::tokenizer::Tokenizer* tokenizer) {
   MEGATRON_CHECK(document < dataset.num_documents(), "--document ", document,
                  " is out of range: ", dataset.prefix(), " has ", dataset.num_documents(),
                  " documents");
   const std::vector<std::int64_t> ids = dataset.read_document(document);
   std::printf("document %zu: %zu tokens\n", document, ids.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) {
+  const std::size_t shown = max_ids == 0 ? ids.size() : std::min(max_ids, ids.size());
+  for (std::size_t i = 0; i < shown; ++i) {
     std::printf(i == 0 ? "%lld" : " %lld", static_cast<long long>(ids[i]));
   }
+  if (shown < ids.size()) std::printf(" ... (%zu more; --max-ids 0 prints all)", ids.size() - shown);
   std::printf("\n");
   if (tokenizer == nullptr) return;
   std::vector<std::int32_t> narrow;
@@ -40,10 +43,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Summarise a Megatron indexed dataset (P.bin + P.idx)"};
   std::string prefix;
   std::size_t document = 0;
+  std::size_t max_ids = 64;
   megatron::tokenizer::TokenizerOptions tokenizer_options;
   app.add_option("prefix,--data-path", prefix, "Dataset prefix P of P.bin / P.idx")->required();
   CLI::Option* document_option =
       app.add_option("--document", document, "Also print the token ids of document N");
+  app.add_option("--max-ids", max_ids, "Print at most N ids of the document (0: all)")
+      ->capture_default_str();
   app.add_option("--tokenizer-type", tokenizer_options.type,
                  "Tokenizer that decodes --document to text")
       ->capture_default_str();
@@ -64,7 +70,7 @@ int main(int argc, char** argv) {
                    "--document ", document, " is out of range: ", prefix, " has ",
                    dataset.num_documents(), " documents");
     std::fputs(megatron::data::format_summary(megatron::data::summarize(dataset)).c_str(), stdout);
-    if (document_option->count() > 0) print_document(dataset, document, tokenizer.get());
+    if (document_option->count() > 0) print_document(dataset, document, max_ids, tokenizer.get());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -19,10 +19,12 @@ function(megatron_add_tool name)
 endfunction()
 
 # megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS ...): a GoogleTest binary whose tests
-# are registered one by one with CTest (discovered at test time) under the given labels.
+# are registered one by one with CTest (discovered at test time) under the given labels. Test
+# sources can include the shared helpers in tests/unit/ (test_support.h).
 function(megatron_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit)
   target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE

@@ -83,18 +83,20 @@ AtomicFile::~AtomicFile() {
   release_cleanup_slot(cleanup_slot_);
 }
 
-void AtomicFile::flush_buffer() {
-  const char* p = buffer_.data();
-  std::size_t left = buffered_;
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
+void AtomicFile::write_all(const char* data, std::size_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, data, bytes);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_system_error(str_cat("cannot write ", temp_path_));
     }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    data += n;
+    bytes -= static_cast<std::size_t>(n);
   }
+}
+
+void AtomicFile::flush_buffer() {
+  write_all(buffer_.data(), buffered_);
   buffered_ = 0;
 }
 
@@ -105,16 +107,7 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
   if (buffered_ + bytes > buffer_.size()) {
     flush_buffer();
     if (bytes >= buffer_.size()) {  // large writes bypass the buffer
-      std::size_t left = bytes;
-      while (left > 0) {
-        const ssize_t n = ::write(fd_, src, left);
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          throw_system_error(str_cat("cannot write ", temp_path_));
-        }
-        src += n;
-        left -= static_cast<std::size_t>(n);
-      }
+      write_all(src, bytes);
       return;
     }
   }

@@ -37,6 +37,7 @@ class AtomicFile {
 
  private:
   void flush_buffer();
+  void write_all(const char* data, std::size_t bytes);
 
   std::string final_path_;
   std::string temp_path_;

@@ -1,37 +1,18 @@
 // summarize() / format_summary(): counts, token id range and nearest-rank length percentiles,
 // on a hand-made dataset, an empty one and the golden Megatron dataset.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "megatron/core/check.h"
 #include "megatron/data/dataset_summary.h"
+#include "test_support.h"
 
 namespace megatron::data {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            str_cat("megatron_summary_", info->name(), "_", ::getpid(), "_", counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using megatron::testing::TempDir;
 
 TEST(DatasetSummary, CountsTokensAndLengthPercentiles) {
   TempDir dir;
@@ -89,9 +70,7 @@ TEST(DatasetSummary, HandlesADatasetWithoutDocuments) {
 }
 
 TEST(DatasetSummary, DescribesTheGoldenDataset) {
-  const std::string prefix = std::string(MEGATRON_SHARED_DATA_DIR) +
-                             "/megatron_golden/corpus_text_document";
-  const DatasetSummary s = summarize(IndexedDataset(prefix));
+  const DatasetSummary s = summarize(IndexedDataset(megatron::testing::golden_dataset_prefix()));
   EXPECT_EQ(s.dtype, "uint16");
   EXPECT_EQ(s.documents, 525u);
   EXPECT_EQ(s.sequences, 3803u);

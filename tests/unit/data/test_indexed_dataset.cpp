@@ -2,79 +2,24 @@
 // Megatron-made golden dataset (through add_index and add_document), and the reader's rejection
 // of every kind of damaged or foreign file.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <initializer_list>
 
 #include "megatron/core/check.h"
 #include "megatron/data/indexed_dataset.h"
+#include "test_support.h"
 
 namespace megatron::data {
 namespace {
 
 namespace fs = std::filesystem;
+using megatron::testing::error_of;
+using megatron::testing::expect_contains;
+using megatron::testing::read_file_bytes;
+using megatron::testing::TempDir;
 
-const std::string kGolden = std::string(MEGATRON_SHARED_DATA_DIR) +
-                            "/megatron_golden/corpus_text_document";
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            str_cat("megatron_idx_", info->name(), "_", ::getpid(), "_", counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_)) {
-      names.push_back(entry.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a megatron::Error";
-  return "";
-}
-
-void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
-  for (const std::string& part : parts) {
-    EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
-  }
-}
+const std::string kGolden = megatron::testing::golden_dataset_prefix();
 
 struct Doc {
   std::vector<std::int32_t> tokens;
@@ -162,8 +107,8 @@ TEST(IndexedDataset, WritesTheSpecifiedByteLayout) {
   for (std::int32_t length : {2, 1, 2}) append(length);
   for (std::int64_t pointer : {0, 4, 6}) append(pointer);
   for (std::int64_t doc : {0, 2, 2, 3}) append(doc);
-  EXPECT_EQ(read_bytes(dir / "ds.idx"), expected);
-  EXPECT_EQ(read_bytes(dir / "ds.bin"), std::string("\1\0\2\0\3\0\4\0\5\0", 10));
+  EXPECT_EQ(read_file_bytes(dir / "ds.idx"), expected);
+  EXPECT_EQ(read_file_bytes(dir / "ds.bin"), std::string("\1\0\2\0\3\0\4\0\5\0", 10));
 }
 
 TEST(IndexedDataset, ReadsTheGoldenMegatronDataset) {
@@ -181,8 +126,8 @@ TEST(IndexedDatasetWriter, AddIndexReproducesGoldenBytes) {
   IndexedDatasetWriter writer(dir / "copy", golden.dtype());
   writer.add_index(golden);
   writer.finalize();
-  EXPECT_EQ(read_bytes(dir / "copy.idx"), read_bytes(kGolden + ".idx"));
-  EXPECT_EQ(read_bytes(dir / "copy.bin"), read_bytes(kGolden + ".bin"));
+  EXPECT_EQ(read_file_bytes(dir / "copy.idx"), read_file_bytes(kGolden + ".idx"));
+  EXPECT_EQ(read_file_bytes(dir / "copy.bin"), read_file_bytes(kGolden + ".bin"));
 }
 
 TEST(IndexedDatasetWriter, AddDocumentReproducesGoldenBytes) {
@@ -199,8 +144,8 @@ TEST(IndexedDatasetWriter, AddDocumentReproducesGoldenBytes) {
   EXPECT_EQ(writer.num_documents(), 525u);
   EXPECT_EQ(writer.num_tokens(), golden.num_tokens());
   writer.finalize();
-  EXPECT_EQ(read_bytes(dir / "copy.idx"), read_bytes(kGolden + ".idx"));
-  EXPECT_EQ(read_bytes(dir / "copy.bin"), read_bytes(kGolden + ".bin"));
+  EXPECT_EQ(read_file_bytes(dir / "copy.idx"), read_file_bytes(kGolden + ".idx"));
+  EXPECT_EQ(read_file_bytes(dir / "copy.bin"), read_file_bytes(kGolden + ".bin"));
 }
 
 TEST(IndexedDatasetWriter, LeavesNoFilesWhenDestroyedWithoutFinalize) {
@@ -261,12 +206,12 @@ class DamagedDataset : public ::testing::Test {
  protected:
   void SetUp() override {
     write_dataset(prefix_, DType::kUInt16, kSmallDocs);
-    idx_ = read_bytes(prefix_ + ".idx");
-    bin_ = read_bytes(prefix_ + ".bin");
+    idx_ = read_file_bytes(prefix_ + ".idx");
+    bin_ = read_file_bytes(prefix_ + ".bin");
   }
   std::string open_error() {
-    write_bytes(prefix_ + ".idx", idx_);
-    write_bytes(prefix_ + ".bin", bin_);
+    dir_.write("ds.idx", idx_);
+    dir_.write("ds.bin", bin_);
     return error_of([&] { IndexedDataset dataset(prefix_); });
   }
   template <typename T>

@@ -2,55 +2,26 @@
 // multi-frame streams, truncated and corrupt data) and expand_inputs' glob handling. Compressed
 // inputs are made here with zlib and libzstd, so the reader is checked against the libraries.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
 #include <filesystem>
-#include <fstream>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "megatron/core/check.h"
 #include "megatron/data/jsonl_reader.h"
+#include "test_support.h"
 
 namespace megatron::data {
 namespace {
 
 namespace fs = std::filesystem;
+using megatron::testing::read_file_bytes;
+using megatron::testing::TempDir;
 
 constexpr std::size_t kMiB = 1 << 20;  // the reader's block size
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            str_cat("megatron_jsonl_", info->name(), "_", ::getpid(), "_", counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // One gzip member holding `text`, written by zlib's own gzip writer.
 std::string gzip_bytes(const TempDir& dir, const std::string& text) {
@@ -62,7 +33,7 @@ std::string gzip_bytes(const TempDir& dir, const std::string& text) {
     EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
   }
   EXPECT_EQ(gzclose(f), Z_OK);
-  std::string bytes = read_bytes(path);
+  std::string bytes = read_file_bytes(path);
   fs::remove(path);
   return bytes;
 }
@@ -76,12 +47,23 @@ std::string zstd_bytes(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
-  LineReader reader(path);
+// The lines `reader` has left.
+std::vector<std::string> remaining_lines(LineReader& reader) {
   std::vector<std::string> lines;
   std::string_view line;
   while (reader.next(line)) lines.emplace_back(line);
   return lines;
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  LineReader reader(path);
+  return remaining_lines(reader);
+}
+
+// The lines read back from a file named `name` (in a fresh temporary folder) holding `bytes`.
+std::vector<std::string> lines_of(const std::string& bytes, const std::string& name = "a.jsonl") {
+  const TempDir dir;
+  return read_lines(dir.write(name, bytes));
 }
 
 // Lines of varied length (some empty, some CRLF) adding up to a few MiB, so that lines straddle
@@ -110,22 +92,41 @@ std::string read_error(const std::string& path) {
   return "";
 }
 
+// Expects the file at `path`, `text` compressed, to be read as `compression`, to give `expected`
+// (the lines of `text`) just as a plain file holding `text` does, and to count all its bytes.
+void expect_same_lines_as_plain(const std::string& path, Compression compression,
+                                const std::string& text, const std::vector<std::string>& expected) {
+  LineReader reader(path);
+  EXPECT_EQ(reader.compression(), compression);
+  const std::vector<std::string> lines = remaining_lines(reader);
+  EXPECT_TRUE(lines == lines_of(text));
+  EXPECT_TRUE(lines == expected);
+  EXPECT_EQ(reader.file_bytes_read(), fs::file_size(path));
+}
+
+// Expects `bytes` cut to each of `keeps` bytes, written as `name` in `dir`, to fail with an error
+// naming the file and saying `what` ("truncated gzip").
+void expect_cuts_rejected(const TempDir& dir, const std::string& name, const std::string& bytes,
+                          std::initializer_list<std::size_t> keeps, const std::string& what) {
+  for (const std::size_t keep : keeps) {
+    const std::string path = dir.write(name, bytes.substr(0, keep));
+    const std::string error = read_error(path);
+    EXPECT_NE(error.find(path), std::string::npos) << error;
+    EXPECT_NE(error.find(what), std::string::npos) << "keep " << keep << ": " << error;
+  }
+}
+
 TEST(LineReader, SplitsOnLfAndStripsCrLf) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl", "one\ntwo\r\nthree\n");
-  EXPECT_EQ(read_lines(dir / "a.jsonl"), (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_EQ(lines_of("one\ntwo\r\nthree\n"), (std::vector<std::string>{"one", "two", "three"}));
 }
 
 TEST(LineReader, KeepsLoneCarriageReturnInsideLine) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl", "a\rb\n\r\r\n");
-  EXPECT_EQ(read_lines(dir / "a.jsonl"), (std::vector<std::string>{"a\rb", "\r"}));
+  EXPECT_EQ(lines_of("a\rb\n\r\r\n"), (std::vector<std::string>{"a\rb", "\r"}));
 }
 
 TEST(LineReader, ReturnsLastLineWithoutNewline) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "first\nlast");
-  LineReader reader(dir / "a.jsonl");
+  LineReader reader(dir.write("a.jsonl", "first\nlast"));
   std::string_view line;
   ASSERT_TRUE(reader.next(line));
   EXPECT_EQ(line, "first");
@@ -138,8 +139,7 @@ TEST(LineReader, ReturnsLastLineWithoutNewline) {
 
 TEST(LineReader, LastLineWithNewlineReportsIt) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "only\r\n");
-  LineReader reader(dir / "a.jsonl");
+  LineReader reader(dir.write("a.jsonl", "only\r\n"));
   std::string_view line;
   ASSERT_TRUE(reader.next(line));
   EXPECT_EQ(line, "only");
@@ -148,36 +148,29 @@ TEST(LineReader, LastLineWithNewlineReportsIt) {
 }
 
 TEST(LineReader, KeepsEmptyLines) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl", "\n\nx\n\r\n\n");
-  EXPECT_EQ(read_lines(dir / "a.jsonl"), (std::vector<std::string>{"", "", "x", "", ""}));
+  EXPECT_EQ(lines_of("\n\nx\n\r\n\n"), (std::vector<std::string>{"", "", "x", "", ""}));
 }
 
 TEST(LineReader, EmptyFileHasNoLines) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "");
-  LineReader reader(dir / "a.jsonl");
+  LineReader reader(dir.write("a.jsonl", ""));
   std::string_view line;
   EXPECT_FALSE(reader.next(line));
   EXPECT_EQ(reader.line_number(), 0u);
 }
 
 TEST(LineReader, DropsByteOrderMarkOnlyAtFileStart) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl", "\xEF\xBB\xBF{\"a\": 1}\n\xEF\xBB\xBF{\"b\": 2}\n");
-  EXPECT_EQ(read_lines(dir / "a.jsonl"), (std::vector<std::string>{"{\"a\": 1}", "\xEF\xBB\xBF{\"b\": 2}"}));
+  EXPECT_EQ(lines_of("\xEF\xBB\xBF{\"a\": 1}\n\xEF\xBB\xBF{\"b\": 2}\n"),
+            (std::vector<std::string>{"{\"a\": 1}", "\xEF\xBB\xBF{\"b\": 2}"}));
 }
 
 TEST(LineReader, ByteOrderMarkBeforeEmptyFirstLineLeavesEmptyLine) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl", "\xEF\xBB\xBF\nx\n");
-  EXPECT_EQ(read_lines(dir / "a.jsonl"), (std::vector<std::string>{"", "x"}));
+  EXPECT_EQ(lines_of("\xEF\xBB\xBF\nx\n"), (std::vector<std::string>{"", "x"}));
 }
 
 TEST(LineReader, CountsLinesFromOne) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "a\n\nc");
-  LineReader reader(dir / "a.jsonl");
+  LineReader reader(dir.write("a.jsonl", "a\n\nc"));
   std::string_view line;
   EXPECT_EQ(reader.line_number(), 0u);
   std::vector<std::uint64_t> numbers;
@@ -187,12 +180,10 @@ TEST(LineReader, CountsLinesFromOne) {
 }
 
 TEST(LineReader, ReadsLineLongerThanBlockIntact) {
-  TempDir dir;
   std::string big;
   big.reserve(3'000'000);
   for (std::size_t i = 0; big.size() < 3'000'000; ++i) big += static_cast<char>('a' + i % 26);
-  write_bytes(dir / "a.jsonl", "short\n" + big + "\r\ntail\n");
-  const auto lines = read_lines(dir / "a.jsonl");
+  const auto lines = lines_of("short\n" + big + "\r\ntail\n");
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], "short");
   EXPECT_EQ(lines[1].size(), big.size());
@@ -201,27 +192,23 @@ TEST(LineReader, ReadsLineLongerThanBlockIntact) {
 }
 
 TEST(LineReader, StripsCrLfSplitAcrossBlockBoundary) {
-  TempDir dir;
   // '\r' is the last byte of the first 1 MiB block, '\n' the first byte of the second.
   const std::string first(kMiB - 1, 'x');
-  write_bytes(dir / "a.jsonl", first + "\r\ny\n");
-  const auto lines = read_lines(dir / "a.jsonl");
+  const auto lines = lines_of(first + "\r\ny\n");
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_TRUE(lines[0] == first) << "size " << lines[0].size();
   EXPECT_EQ(lines[1], "y");
 }
 
 TEST(LineReader, ReadsManyLinesAcrossBlocks) {
-  TempDir dir;
   std::vector<std::string> expected;
-  write_bytes(dir / "a.jsonl", many_lines(expected));
-  EXPECT_TRUE(read_lines(dir / "a.jsonl") == expected);
+  const std::string text = many_lines(expected);
+  EXPECT_TRUE(lines_of(text) == expected);
 }
 
 TEST(LineReader, PlainFileCountsAllBytesRead) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "abc\ndef\n");
-  LineReader reader(dir / "a.jsonl");
+  LineReader reader(dir.write("a.jsonl", "abc\ndef\n"));
   EXPECT_EQ(reader.compression(), Compression::kNone);
   std::string_view line;
   while (reader.next(line)) {
@@ -233,40 +220,28 @@ TEST(LineReader, GzipFileGivesSameLinesAsPlainFile) {
   TempDir dir;
   std::vector<std::string> expected;
   const std::string text = many_lines(expected);
-  write_bytes(dir / "a.jsonl", text);
-  write_bytes(dir / "a.jsonl.gz", gzip_bytes(dir, text));
-  LineReader reader(dir / "a.jsonl.gz");
-  EXPECT_EQ(reader.compression(), Compression::kGzip);
-  std::vector<std::string> lines;
-  std::string_view line;
-  while (reader.next(line)) lines.emplace_back(line);
-  EXPECT_TRUE(lines == read_lines(dir / "a.jsonl"));
-  EXPECT_TRUE(lines == expected);
-  EXPECT_EQ(reader.file_bytes_read(), fs::file_size(dir / "a.jsonl.gz"));
+  const std::string path = dir.write("a.jsonl.gz", gzip_bytes(dir, text));
+  expect_same_lines_as_plain(path, Compression::kGzip, text, expected);
 }
 
 TEST(LineReader, ReadsAllMembersOfConcatenatedGzip) {
   TempDir dir;
   // The second member starts in the middle of a line.
-  write_bytes(dir / "a.jsonl.gz", gzip_bytes(dir, "a\nb\nhal") + gzip_bytes(dir, "f\nc\n") + gzip_bytes(dir, "d"));
-  LineReader reader(dir / "a.jsonl.gz");
-  std::vector<std::string> lines;
-  std::string_view line;
-  while (reader.next(line)) lines.emplace_back(line);
-  EXPECT_EQ(lines, (std::vector<std::string>{"a", "b", "half", "c", "d"}));
+  const std::string gz = gzip_bytes(dir, "a\nb\nhal") + gzip_bytes(dir, "f\nc\n") + gzip_bytes(dir, "d");
+  LineReader reader(dir.write("a.jsonl.gz", gz));
+  EXPECT_EQ(remaining_lines(reader), (std::vector<std::string>{"a", "b", "half", "c", "d"}));
   EXPECT_FALSE(reader.last_line_had_newline());
 }
 
 TEST(LineReader, ReadsGzipWithEmptyMember) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl.gz", gzip_bytes(dir, "x\n") + gzip_bytes(dir, "") + gzip_bytes(dir, "y\n"));
-  EXPECT_EQ(read_lines(dir / "a.jsonl.gz"), (std::vector<std::string>{"x", "y"}));
+  const std::string gz = gzip_bytes(dir, "x\n") + gzip_bytes(dir, "") + gzip_bytes(dir, "y\n");
+  EXPECT_EQ(read_lines(dir.write("a.jsonl.gz", gz)), (std::vector<std::string>{"x", "y"}));
 }
 
 TEST(LineReader, DetectsGzipByMagicWhateverTheName) {
   TempDir dir;
-  write_bytes(dir / "corpus.jsonl", gzip_bytes(dir, "{\"text\": \"x\"}\n"));
-  LineReader reader(dir / "corpus.jsonl");
+  LineReader reader(dir.write("corpus.jsonl", gzip_bytes(dir, "{\"text\": \"x\"}\n")));
   EXPECT_EQ(reader.compression(), Compression::kGzip);
   std::string_view line;
   ASSERT_TRUE(reader.next(line));
@@ -277,34 +252,23 @@ TEST(LineReader, ZstdFileGivesSameLinesAsPlainFile) {
   TempDir dir;
   std::vector<std::string> expected;
   const std::string text = many_lines(expected);
-  write_bytes(dir / "a.jsonl", text);
-  write_bytes(dir / "a.jsonl.zst", zstd_bytes(text));
-  LineReader reader(dir / "a.jsonl.zst");
-  EXPECT_EQ(reader.compression(), Compression::kZstd);
-  std::vector<std::string> lines;
-  std::string_view line;
-  while (reader.next(line)) lines.emplace_back(line);
-  EXPECT_TRUE(lines == read_lines(dir / "a.jsonl"));
-  EXPECT_TRUE(lines == expected);
-  EXPECT_EQ(reader.file_bytes_read(), fs::file_size(dir / "a.jsonl.zst"));
+  const std::string path = dir.write("a.jsonl.zst", zstd_bytes(text));
+  expect_same_lines_as_plain(path, Compression::kZstd, text, expected);
 }
 
 TEST(LineReader, ReadsAllFramesOfConcatenatedZstd) {
-  TempDir dir;
-  write_bytes(dir / "a.jsonl.zst", zstd_bytes("a\nb\nhal") + zstd_bytes("f\nc\n") + zstd_bytes("d\n"));
-  EXPECT_EQ(read_lines(dir / "a.jsonl.zst"), (std::vector<std::string>{"a", "b", "half", "c", "d"}));
+  const std::string zst = zstd_bytes("a\nb\nhal") + zstd_bytes("f\nc\n") + zstd_bytes("d\n");
+  EXPECT_EQ(lines_of(zst, "a.jsonl.zst"), (std::vector<std::string>{"a", "b", "half", "c", "d"}));
 }
 
 TEST(LineReader, ReadsZstdFramesOfSeveralMiB) {
-  TempDir dir;
   std::vector<std::string> first;
   std::vector<std::string> second;
   const std::string a = many_lines(first);
   const std::string b = many_lines(second);
-  write_bytes(dir / "a.jsonl.zstd", zstd_bytes(a) + zstd_bytes(b));
   std::vector<std::string> expected = first;
   expected.insert(expected.end(), second.begin(), second.end());
-  EXPECT_TRUE(read_lines(dir / "a.jsonl.zstd") == expected);
+  EXPECT_TRUE(lines_of(zstd_bytes(a) + zstd_bytes(b), "a.jsonl.zstd") == expected);
 }
 
 // Decompressed bytes are the same whatever the caller's buffer size: a decoder holding output
@@ -313,9 +277,9 @@ TEST(ByteSource, SmallReadsGiveAllBytesOfEveryFormat) {
   TempDir dir;
   std::vector<std::string> unused;
   const std::string text = many_lines(unused).substr(0, 600'000);
-  write_bytes(dir / "plain.jsonl", text);
-  write_bytes(dir / "gz.jsonl.gz", gzip_bytes(dir, text) + gzip_bytes(dir, text));
-  write_bytes(dir / "zst.jsonl.zst", zstd_bytes(text) + zstd_bytes(text));
+  dir.write("plain.jsonl", text);
+  dir.write("gz.jsonl.gz", gzip_bytes(dir, text) + gzip_bytes(dir, text));
+  dir.write("zst.jsonl.zst", zstd_bytes(text) + zstd_bytes(text));
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"plain.jsonl", text}, {"gz.jsonl.gz", text + text}, {"zst.jsonl.zst", text + text}};
   for (const auto& [name, want] : cases) {
@@ -343,20 +307,15 @@ TEST(LineReader, RejectsTruncatedGzipNamingFile) {
   TempDir dir;
   std::vector<std::string> unused;
   const std::string gz = gzip_bytes(dir, many_lines(unused));
-  const std::string path = dir / "cut.jsonl.gz";
-  for (const std::size_t keep : {gz.size() / 2, gz.size() - 4}) {  // inside the data; inside the trailer
-    write_bytes(path, gz.substr(0, keep));
-    const std::string error = read_error(path);
-    EXPECT_NE(error.find(path), std::string::npos) << error;
-    EXPECT_NE(error.find("truncated gzip"), std::string::npos) << "keep " << keep << ": " << error;
-  }
+  // Cut inside the data; inside the trailer.
+  expect_cuts_rejected(dir, "cut.jsonl.gz", gz, {gz.size() / 2, gz.size() - 4}, "truncated gzip");
 }
 
 TEST(LineReader, RejectsTruncatedSecondGzipMember) {
   TempDir dir;
   const std::string second = gzip_bytes(dir, "c\nd\n");
-  write_bytes(dir / "a.gz", gzip_bytes(dir, "a\nb\n") + second.substr(0, second.size() - 3));
-  const std::string error = read_error(dir / "a.gz");
+  const std::string gz = gzip_bytes(dir, "a\nb\n") + second.substr(0, second.size() - 3);
+  const std::string error = read_error(dir.write("a.gz", gz));
   EXPECT_NE(error.find("truncated gzip"), std::string::npos) << error;
 }
 
@@ -364,21 +323,14 @@ TEST(LineReader, RejectsTruncatedZstdNamingFile) {
   TempDir dir;
   std::vector<std::string> unused;
   const std::string zst = zstd_bytes(many_lines(unused));
-  const std::string path = dir / "cut.jsonl.zst";
-  for (const std::size_t keep : {zst.size() / 2, zst.size() - 1}) {
-    write_bytes(path, zst.substr(0, keep));
-    const std::string error = read_error(path);
-    EXPECT_NE(error.find(path), std::string::npos) << error;
-    EXPECT_NE(error.find("truncated zstd"), std::string::npos) << "keep " << keep << ": " << error;
-  }
+  expect_cuts_rejected(dir, "cut.jsonl.zst", zst, {zst.size() / 2, zst.size() - 1}, "truncated zstd");
 }
 
 TEST(LineReader, RejectsGzipWithBadChecksum) {
   TempDir dir;
   std::string gz = gzip_bytes(dir, "{\"text\": \"hello\"}\n");
   gz[gz.size() - 8] = static_cast<char>(gz[gz.size() - 8] ^ 0x5A);  // first byte of the CRC-32
-  write_bytes(dir / "bad.jsonl.gz", gz);
-  const std::string error = read_error(dir / "bad.jsonl.gz");
+  const std::string error = read_error(dir.write("bad.jsonl.gz", gz));
   EXPECT_NE(error.find(dir / "bad.jsonl.gz"), std::string::npos) << error;
   EXPECT_NE(error.find("corrupt gzip"), std::string::npos) << error;
 }
@@ -387,29 +339,27 @@ TEST(LineReader, RejectsGzipWithGarbledData) {
   TempDir dir;
   std::string gz = gzip_bytes(dir, std::string(10000, 'q') + "\n");
   for (std::size_t i = 10; i + 8 < gz.size(); ++i) gz[i] = '\xFF';  // keep header and trailer
-  write_bytes(dir / "bad.gz", gz);
-  EXPECT_NE(read_error(dir / "bad.gz").find("corrupt gzip"), std::string::npos);
+  EXPECT_NE(read_error(dir.write("bad.gz", gz)).find("corrupt gzip"), std::string::npos);
 }
 
 TEST(LineReader, RejectsGarbageAfterGzipMember) {
   TempDir dir;
-  write_bytes(dir / "bad.gz", gzip_bytes(dir, "a\n") + "not gzip\n");
-  EXPECT_NE(read_error(dir / "bad.gz").find("corrupt gzip"), std::string::npos);
+  const std::string gz = gzip_bytes(dir, "a\n") + "not gzip\n";
+  EXPECT_NE(read_error(dir.write("bad.gz", gz)).find("corrupt gzip"), std::string::npos);
 }
 
 TEST(LineReader, RejectsCorruptZstd) {
   TempDir dir;
   std::string zst = zstd_bytes("{\"text\": \"hello\"}\n");
   zst[4] = static_cast<char>(zst[4] | 0x08);  // a reserved bit of the frame header descriptor
-  write_bytes(dir / "bad.zst", zst);
-  const std::string error = read_error(dir / "bad.zst");
+  const std::string error = read_error(dir.write("bad.zst", zst));
   EXPECT_NE(error.find(dir / "bad.zst"), std::string::npos) << error;
   EXPECT_NE(error.find("corrupt zstd"), std::string::npos) << error;
 }
 
 TEST(LineReader, RejectsGzNameWithoutGzipBytes) {
   TempDir dir;
-  write_bytes(dir / "plain.jsonl.gz", "{\"text\": \"x\"}\n");
+  dir.write("plain.jsonl.gz", "{\"text\": \"x\"}\n");
   EXPECT_THROW(LineReader(dir / "plain.jsonl.gz"), Error);
   const std::string error = read_error(dir / "plain.jsonl.gz");
   EXPECT_NE(error.find(dir / "plain.jsonl.gz"), std::string::npos) << error;
@@ -418,8 +368,8 @@ TEST(LineReader, RejectsGzNameWithoutGzipBytes) {
 
 TEST(LineReader, RejectsZstNameWithoutZstdBytes) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl.zst", gzip_bytes(dir, "x\n"));  // gzip bytes are not zstd
-  const std::string error = read_error(dir / "a.jsonl.zst");
+  const std::string gz = gzip_bytes(dir, "x\n");  // gzip bytes are not zstd
+  const std::string error = read_error(dir.write("a.jsonl.zst", gz));
   EXPECT_NE(error.find("zstd magic"), std::string::npos) << error;
 }
 
@@ -432,7 +382,7 @@ TEST(LineReader, RejectsMissingFileNamingIt) {
 
 TEST(ExpandInputs, SortsGlobMatches) {
   TempDir dir;
-  for (const char* name : {"c.jsonl", "a.jsonl", "b.jsonl", "notes.txt"}) write_bytes(dir / name, "x\n");
+  for (const char* name : {"c.jsonl", "a.jsonl", "b.jsonl", "notes.txt"}) dir.write(name, "x\n");
   EXPECT_EQ(expand_inputs({dir / "*.jsonl"}),
             (std::vector<std::string>{dir / "a.jsonl", dir / "b.jsonl", dir / "c.jsonl"}));
   EXPECT_EQ(expand_inputs({dir / "?.json[l]"}),
@@ -441,22 +391,22 @@ TEST(ExpandInputs, SortsGlobMatches) {
 
 TEST(ExpandInputs, KeepsPlainPathsInGivenOrder) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "x\n");
-  write_bytes(dir / "b.jsonl", "x\n");
+  dir.write("a.jsonl", "x\n");
+  dir.write("b.jsonl", "x\n");
   EXPECT_EQ(expand_inputs({dir / "b.jsonl", dir / "a.jsonl"}),
             (std::vector<std::string>{dir / "b.jsonl", dir / "a.jsonl"}));
 }
 
 TEST(ExpandInputs, ConcatenatesPatternsInOrder) {
   TempDir dir;
-  for (const char* name : {"x1.jsonl", "x0.jsonl", "a.jsonl"}) write_bytes(dir / name, "x\n");
+  for (const char* name : {"x1.jsonl", "x0.jsonl", "a.jsonl"}) dir.write(name, "x\n");
   EXPECT_EQ(expand_inputs({dir / "x*.jsonl", dir / "a.jsonl"}),
             (std::vector<std::string>{dir / "x0.jsonl", dir / "x1.jsonl", dir / "a.jsonl"}));
 }
 
 TEST(ExpandInputs, RejectsGlobMatchingNothingNamingPattern) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "x\n");
+  dir.write("a.jsonl", "x\n");
   const std::string pattern = dir / "*.parquet";
   try {
     expand_inputs({dir / "a.jsonl", pattern});
@@ -481,7 +431,7 @@ TEST(ExpandInputs, RejectsMissingPlainPathNamingIt) {
 
 TEST(ExpandInputs, RejectsGlobMatchingFolder) {
   TempDir dir;
-  write_bytes(dir / "a.jsonl", "x\n");
+  dir.write("a.jsonl", "x\n");
   fs::create_directories(dir / "b.jsonl");
   try {
     expand_inputs({dir / "*.jsonl"});

@@ -1,64 +1,29 @@
 // merge_datasets(): the golden dataset split in three and merged back is byte-identical, inputs
 // are taken in sorted name order, and incomplete pairs, dtype mismatches and bad folders fail.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 
 #include "megatron/core/check.h"
 #include "megatron/data/indexed_dataset.h"
+#include "test_support.h"
 
 namespace megatron::data {
 namespace {
 
 namespace fs = std::filesystem;
+using megatron::testing::error_of;
+using megatron::testing::expect_contains;
+using megatron::testing::read_file_bytes;
 
-const std::string kGolden = std::string(MEGATRON_SHARED_DATA_DIR) +
-                            "/megatron_golden/corpus_text_document";
+const std::string kGolden = megatron::testing::golden_dataset_prefix();
 
-class TempDir {
+// A temporary folder holding an empty "in" folder for the datasets to merge.
+class MergeDir : public megatron::testing::TempDir {
  public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            str_cat("megatron_merge_", info->name(), "_", ::getpid(), "_", counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_ / "in");
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
+  MergeDir() { fs::create_directory(path() / "in"); }
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a megatron::Error";
-  return "";
-}
-
-void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
-  for (const std::string& part : parts) {
-    EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
-  }
-}
 
 // A dataset of single-token, single-sequence documents.
 void write_tokens(const std::string& prefix, DType dtype, std::initializer_list<int> ids) {
@@ -85,7 +50,7 @@ void write_slice(const IndexedDataset& source, std::size_t first, std::size_t la
 }
 
 TEST(MergeDatasets, MergesGoldenSplitInThreeBackToIdenticalBytes) {
-  TempDir dir;
+  MergeDir dir;
   const IndexedDataset golden(kGolden);
   const std::size_t n = golden.num_documents();
   ASSERT_EQ(golden.document_indices()[3], golden.document_indices()[4]);  // document 3 is empty
@@ -96,12 +61,12 @@ TEST(MergeDatasets, MergesGoldenSplitInThreeBackToIdenticalBytes) {
   const std::vector<std::string> merged = merge_datasets(dir / "in", dir / "merged");
   EXPECT_EQ(merged, (std::vector<std::string>{dir / "in/part_0", dir / "in/part_1",
                                               dir / "in/part_2"}));
-  EXPECT_EQ(read_bytes(dir / "merged.idx"), read_bytes(kGolden + ".idx"));
-  EXPECT_EQ(read_bytes(dir / "merged.bin"), read_bytes(kGolden + ".bin"));
+  EXPECT_EQ(read_file_bytes(dir / "merged.idx"), read_file_bytes(kGolden + ".idx"));
+  EXPECT_EQ(read_file_bytes(dir / "merged.bin"), read_file_bytes(kGolden + ".bin"));
 }
 
 TEST(MergeDatasets, AppendsInLexicographicOrderOfNames) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/b", DType::kUInt16, {3});
   write_tokens(dir / "in/a2", DType::kUInt16, {2});
   write_tokens(dir / "in/a10", DType::kUInt16, {1, 11});
@@ -120,16 +85,16 @@ TEST(MergeDatasets, AppendsInLexicographicOrderOfNames) {
 }
 
 TEST(MergeDatasets, SkipsFilesThatAreNotBinOrIdx) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kInt32, {70000});
-  std::ofstream(dir / "in/README.txt") << "notes\n";
+  dir.write("in/README.txt", "notes\n");
   fs::create_directory(dir / "in/sub.idx");
   EXPECT_EQ(merge_datasets(dir / "in", dir / "out"), std::vector<std::string>{dir / "in/a"});
   EXPECT_EQ(IndexedDataset(dir / "out").read_document(0), std::vector<std::int64_t>{70000});
 }
 
 TEST(MergeDatasets, RejectsMissingBinPartner) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kUInt16, {1});
   write_tokens(dir / "in/b", DType::kUInt16, {2});
   fs::remove(dir / "in/b.bin");
@@ -139,7 +104,7 @@ TEST(MergeDatasets, RejectsMissingBinPartner) {
 }
 
 TEST(MergeDatasets, RejectsMissingIdxPartner) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kUInt16, {1});
   fs::remove(dir / "in/a.idx");
   expect_contains(error_of([&] { merge_datasets(dir / "in", dir / "out"); }),
@@ -147,7 +112,7 @@ TEST(MergeDatasets, RejectsMissingIdxPartner) {
 }
 
 TEST(MergeDatasets, RejectsDtypeMismatchNamingBothFiles) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kUInt16, {1});
   write_tokens(dir / "in/b", DType::kInt32, {2});
   expect_contains(error_of([&] { merge_datasets(dir / "in", dir / "out"); }),
@@ -157,26 +122,26 @@ TEST(MergeDatasets, RejectsDtypeMismatchNamingBothFiles) {
 }
 
 TEST(MergeDatasets, RejectsMissingInputFolder) {
-  TempDir dir;
+  MergeDir dir;
   expect_contains(error_of([&] { merge_datasets(dir / "absent", dir / "out"); }),
                   {dir / "absent", "does not exist"});
 }
 
 TEST(MergeDatasets, RejectsFolderWithoutDatasets) {
-  TempDir dir;
+  MergeDir dir;
   expect_contains(error_of([&] { merge_datasets(dir / "in", dir / "out"); }),
                   {"no .bin/.idx dataset pairs", dir / "in"});
 }
 
 TEST(MergeDatasets, RejectsMissingOutputFolder) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kUInt16, {1});
   expect_contains(error_of([&] { merge_datasets(dir / "in", dir / "absent/out"); }),
                   {"absent", "does not exist"});
 }
 
 TEST(MergeDatasets, RejectsOutputThatIsAlsoAnInput) {
-  TempDir dir;
+  MergeDir dir;
   write_tokens(dir / "in/a", DType::kUInt16, {1});
   write_tokens(dir / "in/merged", DType::kUInt16, {2});
   expect_contains(error_of([&] { merge_datasets(dir / "in", dir / "in/merged"); }),

@@ -1,10 +1,8 @@
 // The preprocess pipeline as a library: Megatron's bytes for the golden corpus at any worker
 // count, input order across many batches, sentences, keys, invalid lines and progress output.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -12,12 +10,14 @@
 #include "megatron/data/indexed_dataset.h"
 #include "megatron/data/preprocess.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "test_support.h"
 
 namespace megatron::data {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kShared = MEGATRON_SHARED_DATA_DIR;
+using megatron::testing::read_file_bytes;
+const std::string kShared = megatron::testing::shared_data_dir();
 
 const tokenizer::Tokenizer& gpt2() {
   static const auto tok = tokenizer::Gpt2BpeTokenizer::from_files(kShared + "/gpt2/vocab.json",
@@ -25,31 +25,12 @@ const tokenizer::Tokenizer& gpt2() {
   return *tok;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 class Preprocess : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("megatron_preprocess_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-
   PreprocessOptions options(const std::vector<std::string>& inputs, const std::string& prefix) {
     PreprocessOptions o;
     o.inputs = inputs;
-    o.output_prefix = (dir_ / prefix).string();
+    o.output_prefix = dir_ / prefix;
     o.append_eod = true;
     return o;
   }
@@ -60,19 +41,21 @@ class Preprocess : public ::testing::Test {
     return preprocess(gpt2(), o, out_, err_);
   }
 
-  fs::path dir_;
+  megatron::testing::TempDir dir_;
   std::ostringstream out_, err_;
 };
 
 TEST_F(Preprocess, GoldenCorpusIsByteIdenticalForAnyWorkerCount) {
-  const std::string golden = kShared + "/megatron_golden/corpus_text_document";
+  const std::string golden = megatron::testing::golden_dataset_prefix();
   for (const int workers : {1, 3}) {
     auto o = options({kShared + "/megatron_golden/corpus.jsonl"}, std::string("w").append(std::to_string(workers)));
     o.workers = workers;
     const auto stats = run(o);
     const std::string prefix = output_prefix_for_key(o.output_prefix, "text");
-    EXPECT_EQ(slurp(prefix + ".bin"), slurp(golden + ".bin")) << workers << " workers";
-    EXPECT_EQ(slurp(prefix + ".idx"), slurp(golden + ".idx")) << workers << " workers";
+    EXPECT_EQ(read_file_bytes(prefix + ".bin"), read_file_bytes(golden + ".bin"))
+        << workers << " workers";
+    EXPECT_EQ(read_file_bytes(prefix + ".idx"), read_file_bytes(golden + ".idx"))
+        << workers << " workers";
     EXPECT_EQ(stats.documents, 525u);
     EXPECT_EQ(stats.tokens, fs::file_size(golden + ".bin") / 2);
   }
@@ -88,7 +71,7 @@ TEST_F(Preprocess, KeepsInputOrderAcrossManyBatches) {
     texts.push_back(text);
     jsonl += "{\"text\": \"" + text + "\"}\n";
   }
-  const std::string input = write("many.jsonl", jsonl);
+  const std::string input = dir_.write("many.jsonl", jsonl);
   auto one = options({input}, "one");
   one.workers = 1;
   auto four = options({input}, "four");
@@ -97,8 +80,8 @@ TEST_F(Preprocess, KeepsInputOrderAcrossManyBatches) {
   run(four);
   const std::string p1 = output_prefix_for_key(one.output_prefix, "text");
   const std::string p4 = output_prefix_for_key(four.output_prefix, "text");
-  EXPECT_EQ(slurp(p1 + ".bin"), slurp(p4 + ".bin"));
-  EXPECT_EQ(slurp(p1 + ".idx"), slurp(p4 + ".idx"));
+  EXPECT_EQ(read_file_bytes(p1 + ".bin"), read_file_bytes(p4 + ".bin"));
+  EXPECT_EQ(read_file_bytes(p1 + ".idx"), read_file_bytes(p4 + ".idx"));
   const IndexedDataset ds(p4);
   ASSERT_EQ(ds.num_documents(), 5000u);
   for (const int i : {0, 1, 996, 997, 1023, 1024, 2500, 4999}) {
@@ -110,11 +93,11 @@ TEST_F(Preprocess, KeepsInputOrderAcrossManyBatches) {
 }
 
 TEST_F(Preprocess, ListsBecomeOneSequencePerSentence) {
-  const std::string input = write("s.jsonl",
-                                  "{\"text\": [\"Hello there.\", \"\", \" Second one.\"]}\n"
-                                  "{\"text\": []}\n"
-                                  "{\"text\": \"\"}\n"
-                                  "{\"text\": \"single\"}\n");
+  const std::string input = dir_.write("s.jsonl",
+                                       "{\"text\": [\"Hello there.\", \"\", \" Second one.\"]}\n"
+                                       "{\"text\": []}\n"
+                                       "{\"text\": \"\"}\n"
+                                       "{\"text\": \"single\"}\n");
   const auto o = options({input}, "s");
   const auto stats = run(o);
   EXPECT_EQ(stats.documents, 4u);
@@ -131,7 +114,7 @@ TEST_F(Preprocess, ListsBecomeOneSequencePerSentence) {
 }
 
 TEST_F(Preprocess, WithoutAppendEodNoEodIsStored) {
-  const std::string input = write("n.jsonl", "{\"text\": \"abc def\"}\n");
+  const std::string input = dir_.write("n.jsonl", "{\"text\": \"abc def\"}\n");
   auto o = options({input}, "n");
   o.append_eod = false;
   run(o);
@@ -141,7 +124,7 @@ TEST_F(Preprocess, WithoutAppendEodNoEodIsStored) {
 }
 
 TEST_F(Preprocess, EachKeyGetsItsOwnDataset) {
-  const std::string input = write("k.jsonl", "{\"title\": \"A title\", \"text\": \"Body text\"}\n");
+  const std::string input = dir_.write("k.jsonl", "{\"title\": \"A title\", \"text\": \"Body text\"}\n");
   auto o = options({input}, "k");
   o.json_keys = {"text", "title"};
   const auto stats = run(o);
@@ -156,7 +139,7 @@ TEST_F(Preprocess, InvalidLineNamesFileAndLineAndLeavesNoOutput) {
   std::string jsonl;
   for (int i = 0; i < 3000; ++i) jsonl += "{\"text\": \"line " + std::to_string(i) + "\"}\n";
   jsonl += "{\"text\": \"broken}\n";
-  const std::string input = write("bad.jsonl", jsonl);
+  const std::string input = dir_.write("bad.jsonl", jsonl);
   const auto o = options({input}, "bad");
   try {
     run(o);
@@ -166,20 +149,18 @@ TEST_F(Preprocess, InvalidLineNamesFileAndLineAndLeavesNoOutput) {
     EXPECT_NE(msg.find("bad.jsonl:3001: invalid JSON (unterminated string"), std::string::npos) << msg;
     EXPECT_NE(msg.find("--skip-invalid-lines"), std::string::npos) << msg;
   }
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(dir_)) left.push_back(entry.path().filename().string());
-  EXPECT_EQ(left, std::vector<std::string>{"bad.jsonl"});
+  EXPECT_EQ(dir_.files(), std::vector<std::string>{"bad.jsonl"});
 }
 
 TEST_F(Preprocess, SkipInvalidLinesWarnsAndCounts) {
-  const std::string bad = write("mixed.jsonl",
-                                "{\"text\": \"good one\"}\n"
-                                "not json\n"
-                                "\n"
-                                "{\"other\": \"no text key\"}\n"
-                                "{\"text\": 7}\n"
-                                "{\"text\": \"good two\"}\n");
-  const std::string clean = write("clean.jsonl", "{\"text\": \"good one\"}\n{\"text\": \"good two\"}\n");
+  const std::string bad = dir_.write("mixed.jsonl",
+                                     "{\"text\": \"good one\"}\n"
+                                     "not json\n"
+                                     "\n"
+                                     "{\"other\": \"no text key\"}\n"
+                                     "{\"text\": 7}\n"
+                                     "{\"text\": \"good two\"}\n");
+  const std::string clean = dir_.write("clean.jsonl", "{\"text\": \"good one\"}\n{\"text\": \"good two\"}\n");
   auto o = options({bad}, "mixed");
   o.skip_invalid_lines = true;
   const auto stats = run(o);
@@ -191,16 +172,16 @@ TEST_F(Preprocess, SkipInvalidLinesWarnsAndCounts) {
   EXPECT_NE(warnings.find("mixed.jsonl:4: no \"text\" key"), std::string::npos) << warnings;
   EXPECT_NE(warnings.find("mixed.jsonl:5: \"text\" is a number"), std::string::npos) << warnings;
   run(options({clean}, "clean"));
-  EXPECT_EQ(slurp(output_prefix_for_key((dir_ / "mixed").string(), "text") + ".bin"),
-            slurp(output_prefix_for_key((dir_ / "clean").string(), "text") + ".bin"));
-  EXPECT_EQ(slurp(output_prefix_for_key((dir_ / "mixed").string(), "text") + ".idx"),
-            slurp(output_prefix_for_key((dir_ / "clean").string(), "text") + ".idx"));
+  EXPECT_EQ(read_file_bytes(output_prefix_for_key(dir_ / "mixed", "text") + ".bin"),
+            read_file_bytes(output_prefix_for_key(dir_ / "clean", "text") + ".bin"));
+  EXPECT_EQ(read_file_bytes(output_prefix_for_key(dir_ / "mixed", "text") + ".idx"),
+            read_file_bytes(output_prefix_for_key(dir_ / "clean", "text") + ".idx"));
 }
 
 TEST_F(Preprocess, PrintsMegatronProgressLines) {
   std::string jsonl;
   for (int i = 0; i < 250; ++i) jsonl += "{\"text\": \"d\"}\n";
-  auto o = options({write("p.jsonl", jsonl)}, "p");
+  auto o = options({dir_.write("p.jsonl", jsonl)}, "p");
   o.log_interval = 100;
   run(o);
   const std::regex line(R"(Processed (\d+) documents \([0-9.e+-]+ docs/s, [0-9.e+-]+ MB/s\)\.)");
@@ -213,7 +194,7 @@ TEST_F(Preprocess, PrintsMegatronProgressLines) {
   }
   EXPECT_EQ(counts, (std::vector<std::string>{"100", "200"}));
   const std::string out = out_.str();
-  EXPECT_EQ(out.rfind("Opening " + (dir_ / "p.jsonl").string() + "\nTime to startup: ", 0), 0u) << out;
+  EXPECT_EQ(out.rfind("Opening " + (dir_ / "p.jsonl") + "\nTime to startup: ", 0), 0u) << out;
   EXPECT_NE(out.find("\nProcessing data with 1 workers.\n"), std::string::npos) << out;
 }
 

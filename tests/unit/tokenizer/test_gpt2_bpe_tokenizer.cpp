@@ -2,18 +2,18 @@
 // round trips, the heap BPE path against the quadratic reference, and file errors.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "test_support.h"
 
 namespace megatron::tokenizer {
 namespace {
 
-const std::string kGpt2Dir = std::string(MEGATRON_SHARED_DATA_DIR) + "/gpt2";
+const std::string kGpt2Dir = megatron::testing::shared_data_dir() + "/gpt2";
 
 const Gpt2BpeTokenizer& gpt2() {
   static const auto tokenizer =
@@ -127,20 +127,9 @@ TEST(Gpt2BpeTokenizer, RejectsInvalidUtf8) {
   EXPECT_THROW(gpt2().encode("\xED\xA0\x80"), Error);  // an encoded surrogate
 }
 
+// Tokenizer files written to a temporary folder.
 class Gpt2BpeFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("megatron_bpe_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    const auto path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
   std::string error_of(const std::string& vocab, const std::string& merges) {
     try {
       Gpt2BpeTokenizer::from_files(vocab, merges);
@@ -149,38 +138,38 @@ class Gpt2BpeFiles : public ::testing::Test {
     }
     return "";
   }
-  std::filesystem::path dir_;
+  megatron::testing::TempDir dir_;
 };
 
 TEST_F(Gpt2BpeFiles, MissingVocabFileNamesFlagAndPath) {
-  const auto msg = error_of((dir_ / "nope.json").string(), kGpt2Dir + "/merges.txt");
+  const auto msg = error_of(dir_ / "nope.json", kGpt2Dir + "/merges.txt");
   EXPECT_NE(msg.find("--vocab-file"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nope.json"), std::string::npos) << msg;
 }
 
 TEST_F(Gpt2BpeFiles, MalformedMergeLineNamesFileAndLine) {
-  const auto merges = write("merges.txt", "#version: 0.2\na b\nc d e\n");
-  const auto vocab = write("vocab.json", R"({"a":0,"b":1,"c":2,"d":3,"ab":4,"<|endoftext|>":5})");
+  const auto merges = dir_.write("merges.txt", "#version: 0.2\na b\nc d e\n");
+  const auto vocab = dir_.write("vocab.json", R"({"a":0,"b":1,"c":2,"d":3,"ab":4,"<|endoftext|>":5})");
   const auto msg = error_of(vocab, merges);
   EXPECT_NE(msg.find("merges.txt:3"), std::string::npos) << msg;
 }
 
 TEST_F(Gpt2BpeFiles, VocabWithoutEndOfTextIsRejected) {
-  const auto merges = write("merges.txt", "#version: 0.2\na b\n");
-  const auto vocab = write("vocab.json", R"({"a":0,"b":1,"ab":2})");
+  const auto merges = dir_.write("merges.txt", "#version: 0.2\na b\n");
+  const auto vocab = dir_.write("vocab.json", R"({"a":0,"b":1,"ab":2})");
   EXPECT_NE(error_of(vocab, merges).find("<|endoftext|>"), std::string::npos);
 }
 
 TEST_F(Gpt2BpeFiles, NotJsonVocabIsRejected) {
-  const auto merges = write("merges.txt", "#version: 0.2\na b\n");
-  const auto vocab = write("vocab.json", "{\"a\": 0,");
+  const auto merges = dir_.write("merges.txt", "#version: 0.2\na b\n");
+  const auto vocab = dir_.write("vocab.json", "{\"a\": 0,");
   EXPECT_NE(error_of(vocab, merges).find("not a valid vocab.json"), std::string::npos);
 }
 
 TEST_F(Gpt2BpeFiles, TinyVocabularyMergesByRank) {
   // Ranks: (a,b)=0, (ab,c)=1, (b,c)=2: "abc" -> "abc"; "bc" -> "bc"; "cab" -> c, ab.
-  const auto merges = write("merges.txt", "#version: 0.2\na b\nab c\nb c\n");
-  const auto vocab = write(
+  const auto merges = dir_.write("merges.txt", "#version: 0.2\na b\nab c\nb c\n");
+  const auto vocab = dir_.write(
       "vocab.json", R"({"a":0,"b":1,"c":2,"ab":3,"abc":4,"bc":5,"<|endoftext|>":6,"Ġ":7})");
   const auto tok = Gpt2BpeTokenizer::from_files(vocab, merges);
   EXPECT_EQ(tok->encode("abc"), (std::vector<std::int32_t>{4}));

@@ -15,3 +15,28 @@ endif()
 if(MEGATRON_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# LibTorch, for the modules that hold tensors (parallel, model, optim, checkpoint, trainer).
+# scripts/setup.sh points CMAKE_PREFIX_PATH at the pinned PyTorch wheel in .venv/. The CPU
+# build links only torch_cpu and c10: the wheel's CUDA libraries are then never loaded, which
+# keeps a CPU run independent of any GPU stack and its start-up fast.
+set(MEGATRON_TORCH "AUTO" CACHE STRING "Build the LibTorch modules: AUTO (when Torch is found), ON, OFF")
+set_property(CACHE MEGATRON_TORCH PROPERTY STRINGS AUTO ON OFF)
+set(MEGATRON_HAVE_TORCH OFF)
+if(NOT MEGATRON_TORCH STREQUAL "OFF")
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(MEGATRON_HAVE_TORCH ON)
+    add_library(megatron_libtorch INTERFACE)
+    add_library(megatron::libtorch ALIAS megatron_libtorch)
+    target_include_directories(megatron_libtorch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_link_libraries(megatron_libtorch INTERFACE torch_cpu c10)
+    separate_arguments(megatron_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+    target_compile_options(megatron_libtorch INTERFACE ${megatron_torch_flags})
+    message(STATUS "megatron: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+  elseif(MEGATRON_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "MEGATRON_TORCH=ON but LibTorch was not found; run scripts/setup.sh or set CMAKE_PREFIX_PATH to torch.utils.cmake_prefix_path")
+  else()
+    message(STATUS "megatron: LibTorch not found; the training modules are skipped (scripts/setup.sh installs it)")
+  endif()
+endif()

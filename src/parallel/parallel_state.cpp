@@ -1,0 +1,141 @@
+// Rank grid and groups (see parallel_state.h): strides are prefix products of the axis sizes in
+// order; a group is enumerated over the masked axes with the other coordinates fixed.
+#include "megatron/parallel/parallel_state.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+
+#include "megatron/core/check.h"
+
+namespace megatron::parallel {
+namespace {
+
+std::vector<std::string> split_tokens(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string token; std::getline(in, token, '-');) out.push_back(token);
+  return out;
+}
+
+const std::vector<int>& group_of(const RankGroups& groups, int rank) {
+  for (const auto& g : groups) {
+    if (std::find(g.begin(), g.end(), rank) != g.end()) return g;
+  }
+  MEGATRON_FAIL("internal error: rank ", rank, " is in no group");
+}
+
+int position_in(const std::vector<int>& group, int rank) {
+  return static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+}
+
+}  // namespace
+
+RankGenerator::RankGenerator(int tp, int ep, int dp, int pp, int cp, const std::string& order) {
+  const std::vector<std::pair<std::string, int>> axes = {{"tp", tp}, {"cp", cp}, {"ep", ep}, {"dp", dp}, {"pp", pp}};
+  for (const auto& name : split_tokens(order)) {
+    const auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& a) { return a.first == name; });
+    MEGATRON_CHECK(it != axes.end(), "unknown parallel axis '", name, "' in order ", order);
+    names_.push_back(name);
+    sizes_.push_back(it->second);
+    world_ *= it->second;
+  }
+  MEGATRON_CHECK(names_.size() == axes.size(), "parallel order ", order, " must name tp, cp, ep, dp and pp once each");
+}
+
+RankGroups RankGenerator::groups(const std::string& tokens) const {
+  const auto wanted = split_tokens(tokens);
+  std::vector<bool> masked(names_.size(), false);
+  for (const auto& t : wanted) {
+    const auto it = std::find(names_.begin(), names_.end(), t);
+    MEGATRON_CHECK(it != names_.end(), "unknown parallel axis '", t, "'");
+    masked[static_cast<std::size_t>(it - names_.begin())] = true;
+  }
+  std::vector<int> stride(names_.size(), 1);
+  for (std::size_t i = 1; i < names_.size(); ++i) stride[i] = stride[i - 1] * sizes_[i - 1];
+  int masked_count = 1, unmasked_count = 1;
+  for (std::size_t i = 0; i < names_.size(); ++i) (masked[i] ? masked_count : unmasked_count) *= sizes_[i];
+
+  // Decompose an index over a subset of axes into coordinates, leftmost axis fastest.
+  auto rank_of = [&](int outer, int inner) {
+    int rank = 0;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      int& index = masked[i] ? inner : outer;
+      rank += (index % sizes_[i]) * stride[i];
+      index /= sizes_[i];
+    }
+    return rank;
+  };
+  RankGroups groups;
+  for (int g = 0; g < unmasked_count; ++g) {
+    std::vector<int> group;
+    for (int m = 0; m < masked_count; ++m) group.push_back(rank_of(g, m));
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+std::vector<std::string> ParallelConfig::validate() const {
+  std::vector<std::string> problems;
+  if (tp < 1) problems.push_back("--tensor-model-parallel-size must be at least 1");
+  if (pp < 1) problems.push_back("--pipeline-model-parallel-size must be at least 1");
+  if (cp < 1) problems.push_back("--context-parallel-size must be at least 1");
+  if (world_size < 1) problems.push_back("the world size must be at least 1");
+  if (problems.empty() && world_size % (tp * pp * cp) != 0) {
+    problems.push_back(str_cat("world size ", world_size, " is not divisible by tensor (", tp,
+                               ") x pipeline (", pp, ") x context (", cp, ") parallel sizes"));
+  }
+  return problems;
+}
+
+ParallelState::ParallelState(const ParallelConfig& config, int rank) : config_(config), rank_(rank) {
+  const auto problems = config.validate();
+  if (!problems.empty()) {
+    std::string message = "invalid parallel layout:";
+    for (const auto& p : problems) message += "\n  " + p;
+    MEGATRON_FAIL(message);
+  }
+  MEGATRON_CHECK(rank >= 0 && rank < config.world_size, "rank ", rank, " is outside the world of ", config.world_size);
+  const RankGenerator gen(config.tp, 1, config.dp(), config.pp, config.cp, config.order());
+  tp_group_ = group_of(gen.groups("tp"), rank);
+  pp_group_ = group_of(gen.groups("pp"), rank);
+  dp_group_ = group_of(gen.groups("dp"), rank);
+  dp_cp_group_ = group_of(gen.groups("dp-cp"), rank);
+  mp_group_ = group_of(gen.groups("tp-pp"), rank);
+  const auto cp_group = group_of(gen.groups("cp"), rank);
+  tp_rank_ = position_in(tp_group_, rank);
+  pp_rank_ = position_in(pp_group_, rank);
+  dp_rank_ = position_in(dp_group_, rank);
+  cp_rank_ = position_in(cp_group, rank);
+  embedding_group_ = {pp_group_.front()};
+  if (pp_group_.size() > 1) embedding_group_.push_back(pp_group_.back());
+}
+
+int ParallelState::next_pipeline_rank() const {
+  return pp_group_[static_cast<std::size_t>((pp_rank_ + 1) % config_.pp)];
+}
+
+int ParallelState::prev_pipeline_rank() const {
+  return pp_group_[static_cast<std::size_t>((pp_rank_ + config_.pp - 1) % config_.pp)];
+}
+
+std::string ParallelState::checkpoint_shard_name() const {
+  char buf[32];
+  if (config_.pp == 1) {
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank_);
+  } else {
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank_, pp_rank_);
+  }
+  return buf;
+}
+
+std::uint64_t ParallelState::default_seed(std::uint64_t seed) const {
+  return seed + 100 * static_cast<std::uint64_t>(pp_rank_);
+}
+
+std::uint64_t ParallelState::model_parallel_seed(std::uint64_t seed) const {
+  return default_seed(seed) + 2718 + static_cast<std::uint64_t>(tp_rank_);
+}
+
+}  // namespace megatron::parallel

@@ -29,6 +29,8 @@ function(megatron_add_gtest name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     MEGATRON_SHARED_DATA_DIR="${MEGATRON_SHARED_DATA_DIR}"
+    MEGATRON_PYTHON="${MEGATRON_PYTHON}"
+    MEGATRON_TESTS_DIR="${PROJECT_SOURCE_DIR}/tests"
     MEGATRON_TOOLS_DIR="$<TARGET_FILE_DIR:preprocess_data>")
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}")

@@ -1,0 +1,87 @@
+// Norms, MLP, dropout and the transformer layer (see transformer_layer.h); attention is in
+// attention.cpp.
+#include "megatron/model/transformer_layer.h"
+
+#include <cmath>
+
+namespace megatron::model {
+
+at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at::Generator* gen) {
+  if (!ctx.training || p == 0.0) return x;
+  at::Tensor mask = at::empty_like(x, at::MemoryFormat::Contiguous);
+  {
+    at::NoGradGuard no_grad;
+    mask.bernoulli_(1.0 - p, gen ? std::optional<at::Generator>(*gen) : std::nullopt);
+  }
+  return x * mask * (1.0 / (1.0 - p));
+}
+
+Norm::Norm(const ModelConfig& config) : kind_(config.normalization), eps_(config.norm_epsilon) {
+  weight_ = at::ones({config.hidden_size}, at::kFloat).set_requires_grad(true);
+  if (kind_ == Normalization::kLayerNorm) bias_ = parallel::make_parameter({config.hidden_size});
+}
+
+at::Tensor Norm::forward(const at::Tensor& x) const {
+  if (kind_ == Normalization::kLayerNorm) return at::layer_norm(x, {x.size(-1)}, weight_, bias_, eps_);
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_) * weight_;
+}
+
+void Norm::collect(const std::string& prefix, NamedTensors& out) const {
+  out.emplace_back(prefix + "weight", weight_);
+  if (bias_.defined()) out.emplace_back(prefix + "bias", bias_);
+}
+
+namespace {
+// Megatron's scaled_init_method_normal: the output layers of each sublayer use std / sqrt(2L).
+double scaled_std(const ModelConfig& c, int num_layers) {
+  return c.init_method_std / std::sqrt(2.0 * num_layers);
+}
+}  // namespace
+
+Mlp::Mlp(const ModelConfig& c, int num_layers, at::Generator& gen, const parallel::ParallelState& ps)
+    : swiglu_(c.swiglu),
+      linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.add_bias_linear,
+                  c.init_method_std, gen, ps),
+      linear_fc2_(c.ffn_hidden_size, c.hidden_size, c.add_bias_linear, scaled_std(c, num_layers), gen, ps) {}
+
+std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
+  at::Tensor h = linear_fc1_.forward(x);
+  if (swiglu_) {
+    const auto halves = h.chunk(2, -1);  // [gate ; up] per rank (spec 10.3)
+    h = at::silu(halves[0]) * halves[1];
+  } else {
+    h = at::gelu(h, "tanh");  // Megatron's default fused bias-GeLU is the tanh approximation
+  }
+  return {linear_fc2_.forward(h), linear_fc2_.bias()};
+}
+
+void Mlp::collect(const std::string& prefix, NamedTensors& out) const {
+  linear_fc1_.collect(prefix + "linear_fc1.", out);
+  linear_fc2_.collect(prefix + "linear_fc2.", out);
+}
+
+TransformerLayer::TransformerLayer(const ModelConfig& c, at::Generator& gen, const parallel::ParallelState& ps)
+    : hidden_dropout_(c.hidden_dropout),
+      input_layernorm_(c),
+      self_attention_(c, c.num_layers, gen, ps),
+      pre_mlp_layernorm_(c),
+      mlp_(c, c.num_layers, gen, ps) {}
+
+at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const {
+  auto bias_dropout_add = [&](const at::Tensor& out, const at::Tensor& bias, const at::Tensor& residual) {
+    return residual + dropout(bias.defined() ? out + bias : out, hidden_dropout_, ctx, ctx.dropout_gen);
+  };
+  auto [attn, attn_bias] = self_attention_.forward(input_layernorm_.forward(x), mask, ctx);
+  const at::Tensor h = bias_dropout_add(attn, attn_bias, x);
+  auto [mlp, mlp_bias] = mlp_.forward(pre_mlp_layernorm_.forward(h));
+  return bias_dropout_add(mlp, mlp_bias, h);
+}
+
+void TransformerLayer::collect(const std::string& prefix, NamedTensors& out) const {
+  input_layernorm_.collect(prefix + "input_layernorm.", out);
+  self_attention_.collect(prefix + "self_attention.", out);
+  pre_mlp_layernorm_.collect(prefix + "pre_mlp_layernorm.", out);
+  mlp_.collect(prefix + "mlp.", out);
+}
+
+}  // namespace megatron::model

@@ -1,0 +1,53 @@
+// Megatron's OptimizerParamScheduler (spec 6.3): learning rate and weight decay as functions of
+// the number of samples consumed (steps are counted in samples: one iteration = global batch).
+// Warmup from --lr-warmup-init, then constant / linear / cosine / inverse-square-root / WSD
+// decay to --min-lr; weight decay constant, or increasing linearly / by cosine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace megatron::optim {
+
+enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWsd };
+enum class WsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };
+enum class WdIncrStyle { kConstant, kLinear, kCosine };
+
+struct SchedulerConfig {
+  double max_lr = 0.0;
+  double min_lr = 0.0;
+  double init_lr = 0.0;             // --lr-warmup-init
+  std::int64_t warmup_steps = 0;    // samples
+  std::int64_t decay_steps = 0;     // samples
+  LrDecayStyle decay_style = LrDecayStyle::kLinear;
+  std::int64_t wsd_decay_steps = 0;  // samples
+  WsdDecayStyle wsd_decay_style = WsdDecayStyle::kExponential;
+  double start_wd = 0.01;
+  double end_wd = 0.01;
+  std::int64_t wd_incr_steps = 0;   // samples
+  WdIncrStyle wd_incr_style = WdIncrStyle::kConstant;
+};
+
+LrDecayStyle parse_lr_decay_style(const std::string& name);    // Megatron's names; throws
+WsdDecayStyle parse_wsd_decay_style(const std::string& name);
+WdIncrStyle parse_wd_incr_style(const std::string& name);
+const char* to_string(LrDecayStyle style);
+
+class ParamScheduler {
+ public:
+  // Megatron calls step(0) at construction: num_steps starts at 0.
+  explicit ParamScheduler(const SchedulerConfig& config);
+
+  void step(std::int64_t increment) { num_steps_ += increment; }
+  double lr() const;  // at the current step count
+  double wd() const;
+  std::int64_t num_steps() const { return num_steps_; }
+  void set_num_steps(std::int64_t n) { num_steps_ = n; }  // on resume
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  SchedulerConfig config_;
+  std::int64_t num_steps_ = 0;
+};
+
+}  // namespace megatron::optim

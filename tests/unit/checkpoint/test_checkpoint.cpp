@@ -1,0 +1,149 @@
+// Checkpoint layout, round trip, commit order and the refusal of corrupt or partial checkpoints.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "megatron/checkpoint/checkpoint.h"
+#include "megatron/core/check.h"
+#include "test_support.h"
+
+namespace megatron::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+CheckpointState sample_state(std::int64_t iteration) {
+  CheckpointState s;
+  s.iteration = iteration;
+  s.consumed_train_samples = iteration * 16;
+  s.scheduler_num_steps = iteration * 16;
+  s.optimizer_steps = iteration;
+  s.floating_point_operations_so_far = 1.5e12;
+  s.config = {{"num_layers", 2}, {"hidden_size", 64}};
+  s.model = {{"embedding.word_embeddings.weight", at::arange(12, at::kFloat).view({3, 4}) * iteration},
+             {"decoder.final_layernorm.bias", at::full({4}, 0.5f)}};
+  s.optimizer = {{"embedding.word_embeddings.weight.exp_avg", at::ones({3, 4})}};
+  s.rng = {{"default", at::arange(10, at::kByte)}};
+  return s;
+}
+
+std::string expect_load_error(const std::string& root, std::int64_t it) {
+  try {
+    load_checkpoint(root, it, "mp_rank_00", true, true);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected the load to fail";
+  return "";
+}
+
+TEST(Checkpoint, UsesMegatronLayoutAndRoundTrips) {
+  TempDir dir("ckpt");
+  const std::string root = (dir.path() / "run").string();
+  save_checkpoint(root, sample_state(100), "mp_rank_00");
+  EXPECT_TRUE(fs::is_directory(dir.path() / "run/iter_0000100/mp_rank_00"));
+  EXPECT_EQ(testing::read_file_bytes((dir.path() / "run/latest_checkpointed_iteration.txt").string()), "100");
+  ASSERT_EQ(read_tracker(root), 100);
+  const auto loaded = load_checkpoint(root, 100, "mp_rank_00", true, true);
+  EXPECT_EQ(loaded.consumed_train_samples, 1600);
+  EXPECT_EQ(loaded.optimizer_steps, 100);
+  EXPECT_EQ(loaded.config, sample_state(100).config);
+  ASSERT_EQ(loaded.model.size(), 2u);
+  EXPECT_EQ(loaded.model[0].first, "embedding.word_embeddings.weight");
+  EXPECT_TRUE(at::equal(loaded.model[0].second, sample_state(100).model[0].second));
+  EXPECT_TRUE(at::equal(loaded.rng[0].second, at::arange(10, at::kByte)));
+  // Nothing but the final names remains.
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"iter_0000100", "latest_checkpointed_iteration.txt"}));
+}
+
+TEST(Checkpoint, TrackerFollowsTheNewestSave) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  EXPECT_EQ(read_tracker(root), std::nullopt);
+  save_checkpoint(root, sample_state(10), "mp_rank_00");
+  save_checkpoint(root, sample_state(20), "mp_rank_00");
+  EXPECT_EQ(read_tracker(root), 20);
+  EXPECT_TRUE(fs::exists(iteration_folder(root, 10)));
+}
+
+TEST(Checkpoint, LeftoverTemporaryFolderDoesNotHideThePreviousCheckpoint) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(10), "mp_rank_00");
+  fs::create_directories(fs::path(iteration_folder(root, 20) + ".tmp.99999") / "mp_rank_00");  // a crash mid-save
+  EXPECT_EQ(read_tracker(root), 10);
+  EXPECT_NO_THROW(load_checkpoint(root, 10, "mp_rank_00", true, true));
+}
+
+TEST(Checkpoint, RefusesACorruptFile) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(5), "mp_rank_00");
+  const std::string model = iteration_folder(root, 5) + "/mp_rank_00/model.safetensors";
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  const std::string msg = expect_load_error(root, 5);
+  EXPECT_NE(msg.find("CRC-32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.safetensors"), std::string::npos) << msg;
+}
+
+TEST(Checkpoint, RefusesATruncatedOrPartialCheckpoint) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(5), "mp_rank_00");
+  const std::string shard = iteration_folder(root, 5) + "/mp_rank_00";
+  fs::resize_file(shard + "/optimizer.safetensors", 20);
+  EXPECT_NE(expect_load_error(root, 5).find("truncated"), std::string::npos);
+  fs::remove(shard + "/meta.json");
+  EXPECT_NE(expect_load_error(root, 5).find("partial"), std::string::npos);
+  fs::remove_all(iteration_folder(root, 5));
+  EXPECT_NE(expect_load_error(root, 5).find("partial"), std::string::npos);
+}
+
+TEST(Checkpoint, NoSaveOptimThenLoadingOptimizerStateIsAnError) {
+  TempDir dir("ckpt");
+  auto state = sample_state(7);
+  state.optimizer.clear();
+  save_checkpoint(dir.path().string(), state, "mp_rank_00");
+  const std::string msg = expect_load_error(dir.path().string(), 7);
+  EXPECT_NE(msg.find("--no-load-optim"), std::string::npos) << msg;
+  EXPECT_NO_THROW(load_checkpoint(dir.path().string(), 7, "mp_rank_00", false, true));
+}
+
+TEST(Checkpoint, MalformedTrackerIsAnError) {
+  TempDir dir("ckpt");
+  dir.write("latest_checkpointed_iteration.txt", "12x");
+  EXPECT_THROW(read_tracker(dir.path().string()), Error);
+  dir.write("latest_checkpointed_iteration.txt", "release");
+  EXPECT_THROW(read_tracker(dir.path().string()), Error);
+}
+
+TEST(Safetensors, HeaderIsStandardAndDataAligned) {
+  TempDir dir("st");
+  const std::string path = dir / "t.safetensors";
+  write_safetensors(path, {{"b", at::tensor({1.0f, 2.0f})}, {"a", at::tensor({int64_t{7}})}}, {{"k", "v"}});
+  const std::string bytes = testing::read_file_bytes(path);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  const auto header = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(header["b"]["dtype"], "F32");
+  EXPECT_EQ(header["b"]["data_offsets"], (std::vector<int>{0, 8}));
+  EXPECT_EQ(header["a"]["dtype"], "I64");
+  EXPECT_EQ(header["__metadata__"]["k"], "v");
+  const auto back = read_safetensors(path);
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_EQ(back.tensors[0].first, "b");  // file order kept
+  EXPECT_EQ(back.tensors[1].second.item<int64_t>(), 7);
+}
+
+}  // namespace
+}  // namespace megatron::checkpoint

@@ -1,0 +1,309 @@
+// pretrain_gpt.py's command line (spec section 6): plain config structs with Megatron's defaults,
+// parsing with Megatron's flag names and checks (all problems reported together), the start-up
+// messages and argument dump (spec 5.3) and a JSON round trip. No LibTorch; no file is read here
+// except to check that tokenizer files exist.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace megatron::train {
+
+enum class PositionEmbeddingType { kLearnedAbsolute, kRope };
+enum class Normalization { kLayerNorm, kRmsNorm };
+enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWsd };
+enum class WsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };
+
+// An enum value with its Megatron spelling (the flag choice and the dumped str()).
+template <typename E>
+struct EnumName {
+  E value;
+  std::string_view name;
+};
+inline constexpr std::array<EnumName<PositionEmbeddingType>, 2> kPositionEmbeddingTypeNames{{
+    {PositionEmbeddingType::kLearnedAbsolute, "learned_absolute"}, {PositionEmbeddingType::kRope, "rope"}}};
+inline constexpr std::array<EnumName<Normalization>, 2> kNormalizationNames{{
+    {Normalization::kLayerNorm, "LayerNorm"}, {Normalization::kRmsNorm, "RMSNorm"}}};
+inline constexpr std::array<EnumName<LrDecayStyle>, 5> kLrDecayStyleNames{{
+    {LrDecayStyle::kConstant, "constant"}, {LrDecayStyle::kLinear, "linear"},
+    {LrDecayStyle::kCosine, "cosine"}, {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"},
+    {LrDecayStyle::kWsd, "WSD"}}};
+inline constexpr std::array<EnumName<WsdDecayStyle>, 4> kWsdDecayStyleNames{{
+    {WsdDecayStyle::kExponential, "exponential"}, {WsdDecayStyle::kLinear, "linear"},
+    {WsdDecayStyle::kCosine, "cosine"}, {WsdDecayStyle::kMinusSqrt, "minus_sqrt"}}};
+
+inline std::span<const EnumName<PositionEmbeddingType>> enum_names(PositionEmbeddingType) { return kPositionEmbeddingTypeNames; }
+inline std::span<const EnumName<Normalization>> enum_names(Normalization) { return kNormalizationNames; }
+inline std::span<const EnumName<LrDecayStyle>> enum_names(LrDecayStyle) { return kLrDecayStyleNames; }
+inline std::span<const EnumName<WsdDecayStyle>> enum_names(WsdDecayStyle) { return kWsdDecayStyleNames; }
+
+// Megatron's spelling of an enum value ("rope", "RMSNorm", "WSD", ...).
+template <typename E>
+std::string_view to_string(E value) {
+  for (const auto& entry : enum_names(E{})) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+// Fields carry argparse's attribute names (dest). Megatron's None is std::nullopt; required
+// values that Megatron leaves None until given are 0 here until parse_arguments checks them.
+
+struct ModelArgs {
+  int num_layers = 0;                 // --num-layers (required)
+  int hidden_size = 0;                // --hidden-size (required)
+  int ffn_hidden_size = 0;            // --ffn-hidden-size; resolved: 4h, or int((4h*2/3)/64)*64 with --swiglu
+  int num_attention_heads = 0;        // --num-attention-heads (required)
+  bool group_query_attention = false;
+  int num_query_groups = 1;           // only used with --group-query-attention
+  int kv_channels = 0;                // --kv-channels; resolved: h / np
+  int seq_length = 0;                 // --seq-length (required)
+  int max_position_embeddings = 0;    // --max-position-embeddings (required, >= seq_length)
+  PositionEmbeddingType position_embedding_type = PositionEmbeddingType::kLearnedAbsolute;
+  bool use_rotary_position_embeddings = false;  // deprecated alias: resolves to rope
+  std::int64_t rotary_base = 10000;
+  double rotary_percent = 1.0;
+  Normalization normalization = Normalization::kLayerNorm;
+  double norm_epsilon = 1e-5;
+  bool swiglu = false;
+  bool untie_embeddings_and_output_weights = false;
+  bool add_bias_linear = true;        // --disable-bias-linear clears it
+  bool add_qkv_bias = false;          // --add-qkv-bias; resolved: true whenever add_bias_linear
+  double init_method_std = 0.02;
+  double attention_dropout = 0.1;
+  double hidden_dropout = 0.1;
+  int make_vocab_size_divisible_by = 128;
+  bool operator==(const ModelArgs&) const = default;
+};
+
+struct TrainingArgs {
+  int micro_batch_size = 0;           // --micro-batch-size (required)
+  int global_batch_size = 0;          // --global-batch-size; resolved: mbs * dp
+  std::optional<std::int64_t> train_iters;    // exactly one of train_iters / train_samples
+  std::optional<std::int64_t> train_samples;
+  std::optional<std::int64_t> exit_interval;
+  std::int64_t seed = 1234;
+  bool operator==(const TrainingArgs&) const = default;
+};
+
+struct OptimizerArgs {
+  std::string optimizer = "adam";     // AdamW: decoupled weight decay, none on biases and 1-D params
+  std::optional<double> lr;           // required
+  double min_lr = 0.0;
+  double weight_decay = 0.01;
+  std::optional<double> start_weight_decay;   // resolved: weight_decay (constant increment style)
+  std::optional<double> end_weight_decay;
+  std::string weight_decay_incr_style = "constant";
+  double clip_grad = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  bool operator==(const OptimizerArgs&) const = default;
+};
+
+struct SchedulerArgs {
+  LrDecayStyle lr_decay_style = LrDecayStyle::kLinear;
+  WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::kExponential;
+  std::optional<std::int64_t> lr_decay_iters;     // None: train_iters (see scheduler_steps)
+  std::optional<std::int64_t> lr_decay_samples;   // None: train_samples
+  std::optional<std::int64_t> lr_wsd_decay_iters;
+  std::optional<std::int64_t> lr_wsd_decay_samples;
+  std::optional<double> lr_warmup_fraction;
+  std::int64_t lr_warmup_iters = 0;
+  std::int64_t lr_warmup_samples = 0;
+  double lr_warmup_init = 0.0;
+  bool operator==(const SchedulerArgs&) const = default;
+};
+
+struct DataArgs {
+  std::optional<std::vector<std::string>> data_path;  // prefixes, optionally "weight prefix" pairs
+  std::optional<std::string> split;                   // resolved: "969, 30, 1" with --data-path
+  std::optional<std::vector<std::string>> train_data_path;
+  std::optional<std::vector<std::string>> valid_data_path;
+  std::optional<std::vector<std::string>> test_data_path;
+  bool mock_data = false;                             // also used when no data path is given
+  std::optional<std::string> data_cache_path;
+  std::optional<std::string> dataloader_type;         // resolved: "single"
+  int num_workers = 2;
+  int num_dataset_builder_threads = 1;
+  double mid_level_dataset_surplus = 0.005;
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
+  bool eod_mask_loss = false;
+  bool create_attention_mask_in_dataloader = true;
+  bool operator==(const DataArgs&) const = default;
+};
+
+struct TokenizerArgs {
+  std::optional<std::string> tokenizer_type;   // GPT2BPETokenizer or NullTokenizer in this build
+  std::optional<std::string> vocab_file;
+  std::optional<std::string> merge_file;
+  std::optional<std::int64_t> vocab_size;      // NullTokenizer's size
+  std::optional<std::int64_t> padded_vocab_size;  // None: computed, see padded_vocab_size()
+  int vocab_extra_ids = 0;
+  bool operator==(const TokenizerArgs&) const = default;
+};
+
+struct LoggingArgs {
+  std::int64_t log_interval = 100;
+  bool log_throughput = false;
+  std::int64_t eval_interval = 1000;  // 1000 as in Megatron core_v0.12 and later releases
+  std::int64_t eval_iters = 100;
+  bool operator==(const LoggingArgs&) const = default;
+};
+
+struct CheckpointArgs {
+  std::optional<std::string> save;
+  std::optional<std::string> load;
+  std::optional<std::int64_t> save_interval;   // required with --save
+  bool no_save_optim = false;                  // Megatron's default is None; dumped as None
+  bool no_save_rng = false;
+  bool no_load_optim = false;
+  bool no_load_rng = false;
+  bool finetune = false;
+  bool operator==(const CheckpointArgs&) const = default;
+};
+
+struct ParallelArgs {
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+  int context_parallel_size = 1;
+  int expert_model_parallel_size = 1;
+  std::optional<int> num_layers_per_virtual_pipeline_stage;
+  std::optional<int> num_virtual_stages_per_pipeline_rank;
+  std::optional<int> microbatch_group_size_per_vp_stage;
+  std::optional<int> decoder_first_pipeline_num_layers;
+  std::optional<int> decoder_last_pipeline_num_layers;
+  std::vector<std::string> cp_comm_type{"p2p"};
+  bool sequence_parallel = false;               // forced off when tp == 1 (with a warning)
+  bool use_distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  bool overlap_p2p_comm = true;                 // forced off without a virtual pipeline
+  bool use_tp_pp_dp_mapping = false;
+  std::string distributed_backend = "nccl";
+  int distributed_timeout_minutes = 10;
+  int local_rank = 0;                           // default: env LOCAL_RANK, else 0
+  // Not flags: from the launcher, and derived.
+  int world_size = 1;
+  int rank = 0;
+  int data_parallel_size = 1;                   // world / (tp * pp * cp)
+  bool operator==(const ParallelArgs&) const = default;
+};
+
+struct PrecisionArgs {
+  bool fp16 = false;
+  bool bf16 = false;
+  std::optional<double> loss_scale;             // None: dynamic loss scaling with fp16
+  double initial_loss_scale = 4294967296.0;     // 2**32
+  double min_loss_scale = 1.0;
+  double loss_scale_window = 1000.0;
+  int hysteresis = 2;
+  bool attention_softmax_in_fp32 = false;
+  bool apply_query_key_layer_scaling = false;   // also sets attention_softmax_in_fp32
+  bool accumulate_allreduce_grads_in_fp32 = false;  // forced on with bf16 unless grad_reduce_in_bf16
+  bool grad_reduce_in_bf16 = false;
+  bool fp16_lm_cross_entropy = false;
+  bool fp32_residual_connection = false;
+  std::optional<std::string> fp8;               // --fp8-format
+  std::string params_dtype = "torch.float32";   // derived: Megatron's str(args.params_dtype)
+  bool operator==(const PrecisionArgs&) const = default;
+};
+
+struct Arguments {
+  ModelArgs model;
+  TrainingArgs training;
+  OptimizerArgs optimizer;
+  SchedulerArgs scheduler;
+  DataArgs data;
+  TokenizerArgs tokenizer;
+  LoggingArgs logging;
+  CheckpointArgs checkpoint;
+  ParallelArgs parallel;
+  PrecisionArgs precision;
+  bool operator==(const Arguments&) const = default;
+};
+
+// What the running build can do; values beyond it are rejected with a message saying so. The
+// default is the current CPU build: one process per model replica, fp32, no data parallelism.
+struct BuildSupport {
+  bool data_parallel = false;
+  bool tensor_parallel = false;
+  bool pipeline_parallel = false;
+  bool context_parallel = false;
+  bool distributed_optimizer = false;
+  bool bf16 = false;
+  bool fp16 = false;
+  static BuildSupport everything();   // for tests of Megatron's own rules
+};
+
+struct ParseOptions {
+  int world_size = 1;   // from the launcher (Megatron reads WORLD_SIZE / RANK)
+  int rank = 0;
+  std::optional<int> local_rank_env;  // LOCAL_RANK, the default of --local-rank
+  BuildSupport support;
+  // Receives the lines Megatron prints before the argument dump, in its order: the world-size
+  // line, warnings, "setting global batch size to N", "using torch.float32 for parameters ...".
+  std::vector<std::string>* messages = nullptr;
+};
+
+// Parses and resolves a command line (argv[0] is the program name). Throws megatron::Error listing
+// every problem: unknown flags (naming the nearest known flag), malformed values, missing
+// required flags, inconsistent combinations (Megatron's validate_args and the checks its
+// scheduler, microbatch calculator and model make later), and values this build cannot run yet.
+Arguments parse_arguments(int argc, const char* const* argv, const ParseOptions& options = {});
+Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptions& options = {});
+
+// True when the command line asks for --help / -h; help_text() is the usage to print then.
+bool help_requested(const std::vector<std::string>& args);
+std::string help_text();
+
+// Megatron's "using world size: ..." line (spec 5.3 item 1).
+std::string format_world_size_line(const Arguments& args);
+
+// The "------------------------ arguments ------------------------" block, newline-terminated
+// lines sorted case-insensitively: "  " + name + " " + '.' * (48 - len(name)) + " " + str(value).
+std::string format_argument_dump(const Arguments& args);
+
+// The resolved configuration as JSON text (an object keyed by the dump's names) and back.
+// from_json restores every field it names (others keep their defaults) and throws megatron::Error
+// listing unknown names and wrongly typed values; it does not validate the configuration again.
+std::string to_json(const Arguments& args);
+Arguments from_json(std::string_view text);
+
+// Values Megatron derives after the dump, resolved the same way.
+
+// Vocabulary padded for the model (spec 10.5): --padded-vocab-size when given, else
+// ceil(vocab / (divisible_by * tp)) * divisible_by * tp.
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int make_vocab_size_divisible_by, int tp);
+std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size);
+// " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)"
+std::string format_padded_vocab_line(std::int64_t vocab_size, std::int64_t padded);
+
+// gbs / (mbs * dp), constant (no batch-size ramp-up in this build).
+int num_microbatches(const Arguments& args);
+// The number of iterations to train: --train-iters, or train_samples // gbs.
+std::int64_t total_train_iters(const Arguments& args);
+
+// The learning-rate schedule in Megatron's units (samples), as get_optimizer_param_scheduler
+// computes it: decay over lr_decay_iters * gbs (default train_iters) or lr_decay_samples
+// (default train_samples); warmup from the fraction of the decay steps or the iters/samples.
+struct SchedulerSteps {
+  double max_lr = 0.0;
+  double min_lr = 0.0;
+  double init_lr = 0.0;                      // --lr-warmup-init
+  double warmup_steps = 0.0;                 // a float when given as a fraction, as in Megatron
+  std::int64_t decay_steps = 0;
+  std::optional<std::int64_t> wsd_decay_steps;
+  std::int64_t weight_decay_incr_steps = 0;
+  LrDecayStyle decay_style = LrDecayStyle::kLinear;
+  WsdDecayStyle wsd_decay_style = WsdDecayStyle::kExponential;
+};
+SchedulerSteps scheduler_steps(const Arguments& args);
+
+}  // namespace megatron::train

@@ -1,0 +1,196 @@
+// The one list of Arguments fields with their Megatron flag, argparse dest and help text. Parsing,
+// the argument dump and the JSON round trip all walk this list, so a field added here is parsed,
+// dumped and saved. Private to the train module.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "megatron/train/arguments.h"
+
+namespace megatron::train::detail {
+
+enum class FlagKind {
+  kValue,       // --flag VALUE (argparse type=int/float/str, or choices)
+  kList,        // --flag V1 V2 ... (argparse nargs='*' / '+')
+  kStoreTrue,   // --flag sets true
+  kStoreFalse,  // --flag sets false (e.g. --disable-bias-linear -> add_bias_linear)
+  kDerived,     // no flag: resolved from others or from the launcher
+};
+
+enum class DumpStyle {
+  kPlain,
+  kNoneWhenFalse,   // argparse store_true with default=None: prints None until given
+  kIntWhenDefault,  // argparse type=float with an int default (2**32, 1000): the default prints as int
+};
+
+struct FieldSpec {
+  std::string_view dest;
+  std::string_view flags;  // CLI11 names, "--a,--b" for aliases; empty for kDerived
+  FlagKind kind;
+  std::string_view help;
+  DumpStyle dump = DumpStyle::kPlain;
+};
+
+// Calls f(spec, field) for every field of `a` (Arguments or const Arguments).
+template <typename A, typename F>
+void for_each_field(A& a, F&& f) {
+  using K = FlagKind;
+  auto& m = a.model;
+  f(FieldSpec{"num_layers", "--num-layers", K::kValue, "Number of transformer layers (required)."}, m.num_layers);
+  f(FieldSpec{"hidden_size", "--hidden-size", K::kValue, "Transformer hidden size (required)."}, m.hidden_size);
+  f(FieldSpec{"ffn_hidden_size", "--ffn-hidden-size", K::kValue, "MLP hidden size; default 4*hidden-size (SwiGLU: int(8h/3/64)*64)."}, m.ffn_hidden_size);
+  f(FieldSpec{"num_attention_heads", "--num-attention-heads", K::kValue, "Number of attention heads (required)."}, m.num_attention_heads);
+  f(FieldSpec{"group_query_attention", "--group-query-attention", K::kStoreTrue, "Use grouped-query attention."}, m.group_query_attention);
+  f(FieldSpec{"num_query_groups", "--num-query-groups", K::kValue, "Number of key/value heads with --group-query-attention."}, m.num_query_groups);
+  f(FieldSpec{"kv_channels", "--kv-channels", K::kValue, "Head size; default hidden-size / num-attention-heads."}, m.kv_channels);
+  f(FieldSpec{"seq_length", "--seq-length", K::kValue, "Training sequence length (required)."}, m.seq_length);
+  f(FieldSpec{"max_position_embeddings", "--max-position-embeddings", K::kValue, "Position table size (required, >= seq-length)."}, m.max_position_embeddings);
+  f(FieldSpec{"position_embedding_type", "--position-embedding-type", K::kValue, "learned_absolute or rope."}, m.position_embedding_type);
+  f(FieldSpec{"use_rotary_position_embeddings", "--use-rotary-position-embeddings", K::kStoreTrue, "Deprecated: --position-embedding-type rope."}, m.use_rotary_position_embeddings);
+  f(FieldSpec{"rotary_base", "--rotary-base", K::kValue, "Rotary embedding base."}, m.rotary_base);
+  f(FieldSpec{"rotary_percent", "--rotary-percent", K::kValue, "Fraction of the head dimension rotated."}, m.rotary_percent);
+  f(FieldSpec{"normalization", "--normalization", K::kValue, "LayerNorm or RMSNorm."}, m.normalization);
+  f(FieldSpec{"norm_epsilon", "--norm-epsilon", K::kValue, "Epsilon of LayerNorm and RMSNorm."}, m.norm_epsilon);
+  f(FieldSpec{"swiglu", "--swiglu", K::kStoreTrue, "SiLU-gated MLP instead of GeLU."}, m.swiglu);
+  f(FieldSpec{"untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights", K::kStoreTrue, "Separate output layer weights."}, m.untie_embeddings_and_output_weights);
+  f(FieldSpec{"add_bias_linear", "--disable-bias-linear", K::kStoreFalse, "No biases in the linear layers."}, m.add_bias_linear);
+  f(FieldSpec{"add_qkv_bias", "--add-qkv-bias", K::kStoreTrue, "Bias in the QKV layer only (with --disable-bias-linear)."}, m.add_qkv_bias);
+  f(FieldSpec{"init_method_std", "--init-method-std", K::kValue, "Standard deviation of the weight initialisation."}, m.init_method_std);
+  f(FieldSpec{"attention_dropout", "--attention-dropout", K::kValue, "Dropout on attention probabilities."}, m.attention_dropout);
+  f(FieldSpec{"hidden_dropout", "--hidden-dropout", K::kValue, "Dropout on hidden states and embeddings."}, m.hidden_dropout);
+  f(FieldSpec{"make_vocab_size_divisible_by", "--make-vocab-size-divisible-by", K::kValue, "Pad the vocabulary to a multiple of this times TP."}, m.make_vocab_size_divisible_by);
+
+  auto& t = a.training;
+  f(FieldSpec{"micro_batch_size", "--micro-batch-size", K::kValue, "Sequences per microbatch per model replica (required)."}, t.micro_batch_size);
+  f(FieldSpec{"global_batch_size", "--global-batch-size", K::kValue, "Sequences per iteration; default micro-batch-size * DP."}, t.global_batch_size);
+  f(FieldSpec{"train_iters", "--train-iters", K::kValue, "Iterations to train (or --train-samples)."}, t.train_iters);
+  f(FieldSpec{"train_samples", "--train-samples", K::kValue, "Samples to train (or --train-iters)."}, t.train_samples);
+  f(FieldSpec{"exit_interval", "--exit-interval", K::kValue, "Exit when the iteration is divisible by this."}, t.exit_interval);
+  f(FieldSpec{"seed", "--seed", K::kValue, "Random seed (positive)."}, t.seed);
+
+  auto& o = a.optimizer;
+  f(FieldSpec{"optimizer", "--optimizer", K::kValue, "adam (AdamW) in this build."}, o.optimizer);
+  f(FieldSpec{"lr", "--lr", K::kValue, "Peak learning rate (required)."}, o.lr);
+  f(FieldSpec{"min_lr", "--min-lr", K::kValue, "Learning rate floor of the decay."}, o.min_lr);
+  f(FieldSpec{"weight_decay", "--weight-decay", K::kValue, "Decoupled weight decay (not on biases and 1-D parameters)."}, o.weight_decay);
+  f(FieldSpec{"start_weight_decay", "--start-weight-decay", K::kValue, "Weight decay at the start (non-constant increment styles)."}, o.start_weight_decay);
+  f(FieldSpec{"end_weight_decay", "--end-weight-decay", K::kValue, "Weight decay at the end (non-constant increment styles)."}, o.end_weight_decay);
+  f(FieldSpec{"weight_decay_incr_style", "--weight-decay-incr-style", K::kValue, "constant in this build."}, o.weight_decay_incr_style);
+  f(FieldSpec{"clip_grad", "--clip-grad", K::kValue, "Clip the global gradient L2 norm to this (0: off)."}, o.clip_grad);
+  f(FieldSpec{"adam_beta1", "--adam-beta1", K::kValue, "Adam beta1."}, o.adam_beta1);
+  f(FieldSpec{"adam_beta2", "--adam-beta2", K::kValue, "Adam beta2."}, o.adam_beta2);
+  f(FieldSpec{"adam_eps", "--adam-eps", K::kValue, "Adam epsilon."}, o.adam_eps);
+
+  auto& s = a.scheduler;
+  f(FieldSpec{"lr_decay_style", "--lr-decay-style", K::kValue, "constant, linear, cosine, inverse-square-root or WSD."}, s.lr_decay_style);
+  f(FieldSpec{"lr_wsd_decay_style", "--lr-wsd-decay-style", K::kValue, "WSD annealing: exponential, linear, cosine or minus_sqrt."}, s.lr_wsd_decay_style);
+  f(FieldSpec{"lr_decay_iters", "--lr-decay-iters", K::kValue, "Iterations to decay over; default --train-iters."}, s.lr_decay_iters);
+  f(FieldSpec{"lr_decay_samples", "--lr-decay-samples", K::kValue, "Samples to decay over; default --train-samples."}, s.lr_decay_samples);
+  f(FieldSpec{"lr_wsd_decay_iters", "--lr-wsd-decay-iters", K::kValue, "Iterations of the WSD annealing phase."}, s.lr_wsd_decay_iters);
+  f(FieldSpec{"lr_wsd_decay_samples", "--lr-wsd-decay-samples", K::kValue, "Samples of the WSD annealing phase."}, s.lr_wsd_decay_samples);
+  f(FieldSpec{"lr_warmup_fraction", "--lr-warmup-fraction", K::kValue, "Warmup as a fraction of the decay steps."}, s.lr_warmup_fraction);
+  f(FieldSpec{"lr_warmup_iters", "--lr-warmup-iters", K::kValue, "Warmup iterations."}, s.lr_warmup_iters);
+  f(FieldSpec{"lr_warmup_samples", "--lr-warmup-samples", K::kValue, "Warmup samples."}, s.lr_warmup_samples);
+  f(FieldSpec{"lr_warmup_init", "--lr-warmup-init", K::kValue, "Learning rate at the start of warmup."}, s.lr_warmup_init);
+
+  auto& d = a.data;
+  f(FieldSpec{"data_path", "--data-path", K::kList, "Dataset prefixes, optionally as weight prefix pairs (blending)."}, d.data_path);
+  f(FieldSpec{"split", "--split", K::kValue, "Train, validation, test proportions, e.g. 949,50,1."}, d.split);
+  f(FieldSpec{"train_data_path", "--train-data-path", K::kList, "Separate training datasets."}, d.train_data_path);
+  f(FieldSpec{"valid_data_path", "--valid-data-path", K::kList, "Separate validation datasets."}, d.valid_data_path);
+  f(FieldSpec{"test_data_path", "--test-data-path", K::kList, "Separate test datasets."}, d.test_data_path);
+  f(FieldSpec{"mock_data", "--mock-data", K::kStoreTrue, "Train on generated mock data."}, d.mock_data);
+  f(FieldSpec{"data_cache_path", "--data-cache-path", K::kValue, "Folder for the dataset index caches."}, d.data_cache_path);
+  f(FieldSpec{"dataloader_type", "--dataloader-type", K::kValue, "single in this build."}, d.dataloader_type);
+  f(FieldSpec{"num_workers", "--num-workers", K::kValue, "Data loading threads."}, d.num_workers);
+  f(FieldSpec{"num_dataset_builder_threads", "--num-dataset-builder-threads", K::kValue, "Threads building dataset indices."}, d.num_dataset_builder_threads);
+  f(FieldSpec{"mid_level_dataset_surplus", "--mid-level-dataset-surplus", K::kValue, "Extra samples built per blended dataset."}, d.mid_level_dataset_surplus);
+  f(FieldSpec{"reset_position_ids", "--reset-position-ids", K::kStoreTrue, "Restart position ids after each end-of-document token."}, d.reset_position_ids);
+  f(FieldSpec{"reset_attention_mask", "--reset-attention-mask", K::kStoreTrue, "No attention across end-of-document tokens."}, d.reset_attention_mask);
+  f(FieldSpec{"eod_mask_loss", "--eod-mask-loss", K::kStoreTrue, "No loss on end-of-document tokens."}, d.eod_mask_loss);
+  f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader."}, d.create_attention_mask_in_dataloader);
+
+  auto& k = a.tokenizer;
+  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer or NullTokenizer."}, k.tokenizer_type);
+  f(FieldSpec{"vocab_file", "--vocab-file", K::kValue, "GPT-2 vocab.json."}, k.vocab_file);
+  f(FieldSpec{"merge_file", "--merge-file", K::kValue, "GPT-2 merges.txt."}, k.merge_file);
+  f(FieldSpec{"vocab_size", "--vocab-size", K::kValue, "Vocabulary size (NullTokenizer)."}, k.vocab_size);
+  f(FieldSpec{"padded_vocab_size", "--padded-vocab-size", K::kValue, "Model vocabulary size; default padded from the tokenizer's."}, k.padded_vocab_size);
+  f(FieldSpec{"vocab_extra_ids", "--vocab-extra-ids", K::kValue, "Extra sentinel tokens (0 in this build)."}, k.vocab_extra_ids);
+
+  auto& l = a.logging;
+  f(FieldSpec{"log_interval", "--log-interval", K::kValue, "Iterations between training log lines."}, l.log_interval);
+  f(FieldSpec{"log_throughput", "--log-throughput", K::kStoreTrue, "Log TFLOP/s per GPU."}, l.log_throughput);
+  f(FieldSpec{"eval_interval", "--eval-interval", K::kValue, "Iterations between validations."}, l.eval_interval);
+  f(FieldSpec{"eval_iters", "--eval-iters", K::kValue, "Iterations per validation."}, l.eval_iters);
+
+  auto& c = a.checkpoint;
+  f(FieldSpec{"save", "--save", K::kValue, "Folder to save checkpoints to."}, c.save);
+  f(FieldSpec{"load", "--load", K::kValue, "Folder to load a checkpoint from."}, c.load);
+  f(FieldSpec{"save_interval", "--save-interval,--persistent-save-interval", K::kValue, "Iterations between checkpoints (required with --save)."}, c.save_interval);
+  f(FieldSpec{"no_save_optim", "--no-save-optim", K::kStoreTrue, "Do not save the optimizer state.", DumpStyle::kNoneWhenFalse}, c.no_save_optim);
+  f(FieldSpec{"no_save_rng", "--no-save-rng", K::kStoreTrue, "Do not save the RNG state.", DumpStyle::kNoneWhenFalse}, c.no_save_rng);
+  f(FieldSpec{"no_load_optim", "--no-load-optim", K::kStoreTrue, "Do not load the optimizer state.", DumpStyle::kNoneWhenFalse}, c.no_load_optim);
+  f(FieldSpec{"no_load_rng", "--no-load-rng", K::kStoreTrue, "Do not load the RNG state.", DumpStyle::kNoneWhenFalse}, c.no_load_rng);
+  f(FieldSpec{"finetune", "--finetune", K::kStoreTrue, "Load weights only; start at iteration 0."}, c.finetune);
+
+  auto& p = a.parallel;
+  f(FieldSpec{"tensor_model_parallel_size", "--tensor-model-parallel-size", K::kValue, "Tensor parallel size."}, p.tensor_model_parallel_size);
+  f(FieldSpec{"pipeline_model_parallel_size", "--pipeline-model-parallel-size", K::kValue, "Pipeline parallel size."}, p.pipeline_model_parallel_size);
+  f(FieldSpec{"context_parallel_size", "--context-parallel-size", K::kValue, "Context parallel size."}, p.context_parallel_size);
+  f(FieldSpec{"expert_model_parallel_size", "--expert-model-parallel-size", K::kValue, "Expert parallel size."}, p.expert_model_parallel_size);
+  f(FieldSpec{"num_layers_per_virtual_pipeline_stage", "--num-layers-per-virtual-pipeline-stage", K::kValue, "Interleaved pipeline: layers per virtual stage."}, p.num_layers_per_virtual_pipeline_stage);
+  f(FieldSpec{"num_virtual_stages_per_pipeline_rank", "--num-virtual-stages-per-pipeline-rank", K::kValue, "Interleaved pipeline: virtual stages per rank."}, p.num_virtual_stages_per_pipeline_rank);
+  f(FieldSpec{"microbatch_group_size_per_vp_stage", "--microbatch-group-size-per-virtual-pipeline-stage", K::kValue, "Interleaved pipeline: microbatch group size."}, p.microbatch_group_size_per_vp_stage);
+  f(FieldSpec{"decoder_first_pipeline_num_layers", "--decoder-first-pipeline-num-layers", K::kValue, "Layers on the first pipeline stage."}, p.decoder_first_pipeline_num_layers);
+  f(FieldSpec{"decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers", K::kValue, "Layers on the last pipeline stage."}, p.decoder_last_pipeline_num_layers);
+  f(FieldSpec{"cp_comm_type", "--cp-comm-type", K::kList, "Context parallel communication type."}, p.cp_comm_type);
+  f(FieldSpec{"sequence_parallel", "--sequence-parallel", K::kStoreTrue, "Sequence parallelism (with TP > 1)."}, p.sequence_parallel);
+  f(FieldSpec{"use_distributed_optimizer", "--use-distributed-optimizer", K::kStoreTrue, "Shard optimizer state over DP."}, p.use_distributed_optimizer);
+  f(FieldSpec{"overlap_grad_reduce", "--overlap-grad-reduce", K::kStoreTrue, "Overlap the DP gradient reduction with backward."}, p.overlap_grad_reduce);
+  f(FieldSpec{"overlap_param_gather", "--overlap-param-gather", K::kStoreTrue, "Overlap the parameter all-gather (distributed optimizer)."}, p.overlap_param_gather);
+  f(FieldSpec{"overlap_p2p_comm", "--no-overlap-p2p-communication", K::kStoreFalse, "Do not overlap pipeline communication."}, p.overlap_p2p_comm);
+  f(FieldSpec{"use_tp_pp_dp_mapping", "--use-tp-pp-dp-mapping", K::kStoreTrue, "Rank order tp-cp-ep-pp-dp."}, p.use_tp_pp_dp_mapping);
+  f(FieldSpec{"distributed_backend", "--distributed-backend", K::kValue, "nccl or gloo."}, p.distributed_backend);
+  f(FieldSpec{"distributed_timeout_minutes", "--distributed-timeout-minutes", K::kValue, "Collective timeout in minutes."}, p.distributed_timeout_minutes);
+  f(FieldSpec{"local_rank", "--local-rank", K::kValue, "Local rank (default: LOCAL_RANK)."}, p.local_rank);
+  f(FieldSpec{"world_size", "", K::kDerived, ""}, p.world_size);
+  f(FieldSpec{"rank", "", K::kDerived, ""}, p.rank);
+  f(FieldSpec{"data_parallel_size", "", K::kDerived, ""}, p.data_parallel_size);
+
+  auto& x = a.precision;
+  f(FieldSpec{"fp16", "--fp16", K::kStoreTrue, "fp16 mixed precision."}, x.fp16);
+  f(FieldSpec{"bf16", "--bf16", K::kStoreTrue, "bf16 mixed precision."}, x.bf16);
+  f(FieldSpec{"loss_scale", "--loss-scale", K::kValue, "Static loss scale (fp16); default dynamic."}, x.loss_scale);
+  f(FieldSpec{"initial_loss_scale", "--initial-loss-scale", K::kValue, "Initial dynamic loss scale.", DumpStyle::kIntWhenDefault}, x.initial_loss_scale);
+  f(FieldSpec{"min_loss_scale", "--min-loss-scale", K::kValue, "Minimum dynamic loss scale."}, x.min_loss_scale);
+  f(FieldSpec{"loss_scale_window", "--loss-scale-window", K::kValue, "Iterations between loss scale increases.", DumpStyle::kIntWhenDefault}, x.loss_scale_window);
+  f(FieldSpec{"hysteresis", "--hysteresis", K::kValue, "Overflows tolerated before lowering the scale."}, x.hysteresis);
+  f(FieldSpec{"attention_softmax_in_fp32", "--attention-softmax-in-fp32", K::kStoreTrue, "Attention softmax in fp32."}, x.attention_softmax_in_fp32);
+  f(FieldSpec{"apply_query_key_layer_scaling", "--apply-query-key-layer-scaling", K::kStoreTrue, "Scale Q*K^T by 1/layer (softmax in fp32)."}, x.apply_query_key_layer_scaling);
+  f(FieldSpec{"accumulate_allreduce_grads_in_fp32", "--accumulate-allreduce-grads-in-fp32", K::kStoreTrue, "Accumulate and reduce gradients in fp32."}, x.accumulate_allreduce_grads_in_fp32);
+  f(FieldSpec{"grad_reduce_in_bf16", "--grad-reduce-in-bf16", K::kStoreTrue, "Reduce gradients in bf16."}, x.grad_reduce_in_bf16);
+  f(FieldSpec{"fp16_lm_cross_entropy", "--fp16-lm-cross-entropy", K::kStoreTrue, "Cross entropy in fp16."}, x.fp16_lm_cross_entropy);
+  f(FieldSpec{"fp32_residual_connection", "--fp32-residual-connection", K::kStoreTrue, "Residual stream in fp32."}, x.fp32_residual_connection);
+  f(FieldSpec{"fp8", "--fp8-format", K::kValue, "FP8 format (e4m3 or hybrid)."}, x.fp8);
+  f(FieldSpec{"params_dtype", "", K::kDerived, ""}, x.params_dtype);
+}
+
+// Megatron flags this build recognises but does not implement: giving one is an error that says
+// why. kind tells the tokenizer how many values follow.
+struct CataloguedFlag {
+  std::string_view flags;
+  FlagKind kind;
+  std::string_view why;
+};
+std::span<const CataloguedFlag> unsupported_flags();
+// Megatron flags that only choose kernels or are deprecated no-ops there: accepted with a warning.
+std::span<const CataloguedFlag> ignored_flags();
+
+// Each field's dest and its value as Python's str() prints it in the argument dump.
+std::vector<std::pair<std::string_view, std::string>> dump_values(const Arguments& args);
+
+}  // namespace megatron::train::detail

@@ -1,0 +1,305 @@
+// Reading the command line: CLI11 splits it into flags and values with argparse's semantics (the
+// last occurrence wins, negative numbers are values, unknown flags are collected), then each
+// value is converted as Python's int()/float() would, collecting every problem.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <type_traits>
+
+#include "argument_fields.h"
+#include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "resolve_arguments.h"
+
+namespace megatron::train {
+
+namespace {
+
+using detail::FieldSpec;
+using detail::FlagKind;
+using detail::ParseState;
+
+// The values of the last occurrence of a flag, and the spelling used.
+struct RawValue {
+  std::string flag;
+  std::vector<std::string> values;
+  bool explicit_flag_value = false;  // "--flag=x" on a store_true/store_false flag
+};
+
+std::string primary_flag(std::string_view flags) { return std::string(flags.substr(0, flags.find(','))); }
+
+std::string trim(std::string_view text) {
+  const auto begin = text.find_first_not_of(" \t\n\r\f\v");
+  if (begin == std::string_view::npos) return "";
+  const auto end = text.find_last_not_of(" \t\n\r\f\v");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+// Python's int(text) for decimal text: surrounding whitespace, a sign, digits with single
+// underscores between them.
+std::optional<std::int64_t> python_int(std::string_view text) {
+  std::string s = trim(text);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.erase(0, 1);
+  }
+  std::string digits;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
+        std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return std::nullopt;
+    digits += s[i];
+  }
+  if (digits.empty()) return std::nullopt;
+  if (negative) digits.insert(0, "-");
+  std::int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+// Python's float(text): decimal or exponent notation, inf, infinity, nan; no hexadecimal.
+std::optional<double> python_float(std::string_view text) {
+  std::string s = trim(text);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.erase(0, 1);
+  }
+  std::erase(s, '_');
+  if (s.empty() || s[0] == '+' || s[0] == '-') return std::nullopt;
+  double value = 0.0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value, std::chars_format::general);
+  if (ec == std::errc::result_out_of_range && ptr == s.data() + s.size()) {
+    value = std::strtod(s.c_str(), nullptr);  // Python gives inf on overflow and 0.0 on underflow
+  } else if (ec != std::errc() || ptr != s.data() + s.size()) {
+    return std::nullopt;
+  }
+  return negative ? -value : value;
+}
+
+template <typename E>
+std::span<const std::string_view> megatron_only_choices(E) { return {}; }
+constexpr std::string_view kMegatronOnlyPositionTypes[] = {"mrope", "relative", "none", "yarn"};
+std::span<const std::string_view> megatron_only_choices(PositionEmbeddingType) { return kMegatronOnlyPositionTypes; }
+
+// Converts one flag's values into its field, reporting problems as argparse words them.
+struct ApplyValues {
+  const std::map<std::string, RawValue, std::less<>>& raw;
+  ParseState& state;
+
+  template <typename T>
+  void operator()(const FieldSpec& spec, T& field) {
+    const auto it = raw.find(spec.dest);
+    if (it == raw.end()) return;
+    const RawValue& given = it->second;
+    state.given.insert(std::string(spec.dest));
+    const std::string where = "argument " + given.flag;
+    if (spec.kind == FlagKind::kStoreTrue || spec.kind == FlagKind::kStoreFalse) {
+      if constexpr (std::is_same_v<T, bool>) field = spec.kind == FlagKind::kStoreTrue;
+      if (given.explicit_flag_value) fail(spec, where + ": ignored explicit argument; it takes no value");
+    } else if (given.values.empty() || given.values == std::vector<std::string>{""}) {
+      // CLI11 reports a flag given no value as one empty value.
+      fail(spec, where + (spec.kind == FlagKind::kList ? ": expected at least one argument" : ": expected one argument"));
+    } else if (spec.kind == FlagKind::kList) {
+      if constexpr (std::is_same_v<T, std::vector<std::string>> ||
+                    std::is_same_v<T, std::optional<std::vector<std::string>>>) {
+        field = given.values;
+      }
+    } else if (given.values.size() != 1) {
+      fail(spec, where + ": expected one argument, got " + std::to_string(given.values.size()));
+    } else {
+      convert(spec, where, given.values[0], field);
+    }
+  }
+
+  void fail(const FieldSpec& spec, std::string message) {
+    state.invalid.insert(std::string(spec.dest));
+    state.problems.push_back(std::move(message));
+  }
+
+  template <typename T>
+  void convert(const FieldSpec& spec, const std::string& where, const std::string& text, std::optional<T>& field) {
+    T value{};
+    if (convert(spec, where, text, value)) field = value;
+  }
+  bool convert(const FieldSpec&, const std::string&, const std::string& text, std::string& field) {
+    field = text;
+    return true;
+  }
+  bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, double& field) {
+    const auto value = python_float(text);
+    if (!value) fail(spec, where + ": invalid float value: '" + text + "'");
+    if (value) field = *value;
+    return value.has_value();
+  }
+  template <typename T>
+    requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
+  bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, T& field) {
+    const auto value = python_int(text);
+    if (!value) {
+      fail(spec, where + ": invalid int value: '" + text + "'");
+    } else if (*value < std::numeric_limits<T>::min() || *value > std::numeric_limits<T>::max()) {
+      fail(spec, where + ": " + text + " is out of range");
+    } else {
+      field = static_cast<T>(*value);
+      return true;
+    }
+    return false;
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, E& field) {
+    std::string choices;
+    for (const auto& entry : enum_names(E{})) {
+      if (entry.name == text) {
+        field = entry.value;
+        return true;
+      }
+      choices += (choices.empty() ? "'" : ", '") + std::string(entry.name) + "'";
+    }
+    const auto others = megatron_only_choices(E{});
+    if (std::find(others.begin(), others.end(), text) != others.end()) {
+      fail(spec, primary_flag(spec.flags) + " " + text + " is not supported by this build yet (supported: " + choices + ")");
+    } else {
+      fail(spec, where + ": invalid choice: '" + text + "' (choose from " + choices + ")");
+    }
+    return false;
+  }
+  bool convert(const FieldSpec&, const std::string&, const std::string&, bool&) { return false; }
+  bool convert(const FieldSpec&, const std::string&, const std::string&, std::vector<std::string>&) { return false; }
+};
+
+// Registers every known flag with CLI11, each storing its last occurrence into `raw`.
+void register_flags(CLI::App& app, std::map<std::string, RawValue, std::less<>>& raw, const Arguments& defaults,
+                    std::map<std::string, std::pair<CLI::Option*, std::string>>& flag_options) {
+  // Help lists the implemented flags with their defaults; catalogued ones are accepted but hidden.
+  auto add = [&](std::string dest, std::string_view flags, FlagKind kind, std::string help, bool listed) {
+    const std::string names(flags);
+    CLI::Option* option = nullptr;
+    if (kind == FlagKind::kStoreTrue || kind == FlagKind::kStoreFalse) {
+      option = app.add_flag(names)->description(help);
+      flag_options[dest] = {option, primary_flag(flags)};
+    } else {
+      const bool list = kind == FlagKind::kList;
+      option = app.add_option(
+                      names,
+                      [&raw, dest, flag = primary_flag(flags)](const CLI::results_t& values) {
+                        raw[dest] = RawValue{flag, values};
+                        return true;
+                      },
+                      help)
+                   ->allow_extra_args(list)
+                   ->expected(0, list ? CLI::detail::expected_max_vector_size : 1)
+                   ->trigger_on_parse();
+    }
+    if (!listed) option->group("");
+  };
+  std::map<std::string_view, std::string> default_text;
+  for (auto& [name, text] : detail::dump_values(defaults)) default_text[name] = std::move(text);
+  detail::for_each_field(defaults, [&](const FieldSpec& spec, const auto&) {
+    if (spec.kind == FlagKind::kDerived) return;
+    std::string help(spec.help);
+    const bool described = help.find("required") != std::string::npos || help.find("default") != std::string::npos;
+    if (spec.kind != FlagKind::kStoreTrue && spec.kind != FlagKind::kStoreFalse && !described) {
+      help += " [default: " + default_text[spec.dest] + "]";
+    }
+    add(std::string(spec.dest), spec.flags, spec.kind, help, true);
+  });
+  for (const auto& flag : detail::unsupported_flags()) add("!" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
+  for (const auto& flag : detail::ignored_flags()) add("~" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
+  app.add_flag("-h,--help")->description("Print this help and exit.");
+}
+
+// Adds the store_true/store_false flags that were given to `raw`. Entries are named by their
+// primary flag, whichever alias was given.
+void collect_flags(std::map<std::string, RawValue, std::less<>>& raw,
+                   const std::map<std::string, std::pair<CLI::Option*, std::string>>& flag_options) {
+  for (const auto& [dest, option] : flag_options) {
+    if (option.first->count() == 0) continue;
+    RawValue value{option.second, {}, false};
+    for (const auto& result : option.first->results()) value.explicit_flag_value |= result != "true";
+    raw[dest] = value;
+  }
+}
+
+std::vector<std::string> known_flag_names(const CLI::App& app) {
+  std::vector<std::string> known;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& name : opt->get_lnames()) known.push_back("--" + name);
+  }
+  return known;
+}
+
+}  // namespace
+
+BuildSupport BuildSupport::everything() {
+  return BuildSupport{true, true, true, true, true, true, true};
+}
+
+Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptions& options) {
+  Arguments result;
+  ParseState state;
+  std::map<std::string, RawValue, std::less<>> raw;
+  std::map<std::string, std::pair<CLI::Option*, std::string>> flag_options;
+  CLI::App app{"megatron_train: GPT pretraining with Megatron-LM's flags", "megatron_train"};
+  app.set_help_flag();
+  app.allow_extras();
+  register_flags(app, raw, result, flag_options);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    state.problems.push_back(e.what());
+  }
+  collect_flags(raw, flag_options);
+
+  std::vector<std::string> extras;
+  for (const auto& extra : app.remaining()) {
+    if (extra != "-h" && extra != "--help") extras.push_back(extra);
+  }
+  auto unknown = unknown_flag_problems(extras, known_flag_names(app));
+  state.problems.insert(state.problems.begin(), unknown.begin(), unknown.end());
+  for (const auto& flag : detail::unsupported_flags()) {
+    const auto it = raw.find("!" + std::string(flag.flags));
+    if (it != raw.end()) state.problems.push_back(it->second.flag + " is not supported by this build yet: " + std::string(flag.why));
+  }
+  for (const auto& flag : detail::ignored_flags()) {
+    const auto it = raw.find("~" + std::string(flag.flags));
+    if (it != raw.end()) state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(flag.why));
+  }
+  detail::for_each_field(result, ApplyValues{raw, state});
+  detail::resolve_arguments(result, state, options);
+  if (options.messages != nullptr) *options.messages = state.messages;
+  throw_if_problems("invalid command line", state.problems);
+  return result;
+}
+
+Arguments parse_arguments(int argc, const char* const* argv, const ParseOptions& options) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_arguments(args, options);
+}
+
+bool help_requested(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "-h" || a == "--help"; });
+}
+
+std::string help_text() {
+  std::map<std::string, RawValue, std::less<>> raw;
+  std::map<std::string, std::pair<CLI::Option*, std::string>> flag_options;
+  CLI::App app{"megatron_train: GPT pretraining with Megatron-LM's flags", "megatron_train"};
+  app.set_help_flag();
+  register_flags(app, raw, Arguments{}, flag_options);
+  return app.help();
+}
+
+}  // namespace megatron::train

@@ -1,0 +1,68 @@
+// Values Megatron derives after the argument dump (tokenizer padding, microbatch calculator,
+// get_optimizer_param_scheduler), computed from resolved Arguments the same way.
+#include <cmath>
+
+#include "megatron/core/check.h"
+#include "megatron/train/arguments.h"
+
+namespace megatron::train {
+
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int make_vocab_size_divisible_by, int tp) {
+  MEGATRON_ASSERT(vocab_size > 0 && make_vocab_size_divisible_by > 0 && tp > 0);
+  const std::int64_t multiple = std::int64_t{make_vocab_size_divisible_by} * tp;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size) {
+  if (args.tokenizer.padded_vocab_size) return *args.tokenizer.padded_vocab_size;
+  return padded_vocab_size(tokenizer_vocab_size, args.model.make_vocab_size_divisible_by,
+                           args.parallel.tensor_model_parallel_size);
+}
+
+std::string format_padded_vocab_line(std::int64_t vocab_size, std::int64_t padded) {
+  return " > padded vocab (size: " + std::to_string(vocab_size) + ") with " + std::to_string(padded - vocab_size) +
+         " dummy tokens (new size: " + std::to_string(padded) + ")";
+}
+
+int num_microbatches(const Arguments& args) {
+  const auto& t = args.training;
+  const int per_step = t.micro_batch_size * args.parallel.data_parallel_size;
+  MEGATRON_ASSERT(per_step > 0 && t.global_batch_size % per_step == 0, "arguments are not resolved");
+  return t.global_batch_size / per_step;
+}
+
+std::int64_t total_train_iters(const Arguments& args) {
+  const auto& t = args.training;
+  if (t.train_iters) return *t.train_iters;
+  MEGATRON_ASSERT(t.train_samples && t.global_batch_size > 0, "arguments are not resolved");
+  return *t.train_samples / t.global_batch_size;
+}
+
+SchedulerSteps scheduler_steps(const Arguments& args) {
+  const auto& t = args.training;
+  const auto& s = args.scheduler;
+  const std::int64_t gbs = t.global_batch_size;
+  SchedulerSteps steps;
+  steps.max_lr = args.optimizer.lr.value_or(0.0);
+  steps.min_lr = args.optimizer.min_lr;
+  steps.init_lr = s.lr_warmup_init;
+  steps.decay_style = s.lr_decay_style;
+  steps.wsd_decay_style = s.lr_wsd_decay_style;
+  if (t.train_iters) {
+    steps.decay_steps = s.lr_decay_iters.value_or(*t.train_iters) * gbs;
+    steps.weight_decay_incr_steps = *t.train_iters * gbs;
+    if (s.lr_wsd_decay_iters) steps.wsd_decay_steps = *s.lr_wsd_decay_iters * gbs;
+    steps.warmup_steps = s.lr_warmup_fraction ? *s.lr_warmup_fraction * static_cast<double>(steps.decay_steps)
+                                              : static_cast<double>(s.lr_warmup_iters * gbs);
+  } else {
+    MEGATRON_ASSERT(t.train_samples.has_value(), "arguments are not resolved");
+    steps.decay_steps = s.lr_decay_samples.value_or(*t.train_samples);
+    steps.weight_decay_incr_steps = *t.train_samples;
+    steps.wsd_decay_steps = s.lr_wsd_decay_samples;
+    steps.warmup_steps = s.lr_warmup_fraction ? *s.lr_warmup_fraction * static_cast<double>(steps.decay_steps)
+                                              : static_cast<double>(s.lr_warmup_samples);
+  }
+  return steps;
+}
+
+}  // namespace megatron::train

@@ -1,0 +1,122 @@
+// Megatron flags (spec section 6) that this build knows by name but does not implement, and those
+// it accepts and ignores because they only pick kernels or are deprecated no-ops in Megatron.
+#include "argument_fields.h"
+
+namespace megatron::train::detail {
+
+namespace {
+
+using K = FlagKind;
+
+constexpr std::string_view kTensorBoard = "TensorBoard logging is not implemented yet";
+constexpr std::string_view kWandb = "Weights & Biases logging is not implemented";
+constexpr std::string_view kRecompute = "activation recomputation is not implemented yet";
+constexpr std::string_view kCkpt = "checkpoints use this project's own format in Megatron's folder layout (see docs)";
+
+constexpr CataloguedFlag kUnsupported[] = {
+    // Model shape (6.1).
+    {"--rotary-interleaved", K::kStoreTrue, "interleaved rotary pairs are not implemented yet"},
+    {"--rotary-seq-len-interpolation-factor", K::kValue, "rotary interpolation is not implemented yet"},
+    {"--use-rope-scaling", K::kStoreTrue, "Llama-3 rope scaling is not implemented yet"},
+    {"--rope-scaling-factor", K::kValue, "Llama-3 rope scaling is not implemented yet"},
+    {"--apply-layernorm-1p", K::kStoreTrue, "zero-centred LayerNorm gamma is not implemented yet"},
+    {"--qk-layernorm", K::kStoreTrue, "QK layernorm is not implemented yet"},
+    {"--squared-relu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
+    {"--quick-geglu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
+    {"--openai-gelu", K::kStoreTrue, "only the exact GeLU is implemented"},
+    {"--embedding-init-method-std", K::kValue, "a separate embedding initialisation is not implemented yet"},
+    {"--init-method-xavier-uniform", K::kStoreTrue, "only normal initialisation (--init-method-std) is implemented"},
+    {"--apply-residual-connection-post-layernorm", K::kStoreTrue, "only the pre-LayerNorm residual order is implemented"},
+    {"--attention-backend", K::kValue, "this build chooses its attention kernels itself"},
+    {"--transformer-impl", K::kValue, "this build has its own implementation of Megatron's local layer spec"},
+    {"--num-experts", K::kValue, "mixture-of-experts models are not implemented"},
+    {"--no-position-embedding", K::kStoreTrue, "deprecated in Megatron; use --position-embedding-type"},
+    // Batch and iterations (6.2).
+    {"--rampup-batch-size", K::kList, "batch-size ramp-up is not implemented (deprecated in Megatron)"},
+    {"--step-batch-size-schedule", K::kValue, "batch-size schedules are not implemented yet"},
+    {"--exit-duration-in-mins", K::kValue, "time-based exit is not implemented yet; use --exit-interval"},
+    {"--decrease-batch-size-if-needed", K::kStoreTrue, "batch-size decrease is not implemented"},
+    {"--exit-signal-handler", K::kStoreTrue, "signal-triggered checkpoints are not implemented yet"},
+    {"--skip-train", K::kStoreTrue, "evaluation-only runs are not implemented yet"},
+    {"--full-validation", K::kStoreTrue, "full validation is not implemented yet; use --eval-iters"},
+    // Optimizer and schedules (6.3).
+    {"--override-opt-param-scheduler,--override-opt_param-scheduler", K::kStoreTrue, "scheduler overrides on load are not implemented yet"},
+    {"--use-checkpoint-opt-param-scheduler,--use-checkpoint-opt_param-scheduler", K::kStoreTrue, "scheduler overrides on load are not implemented yet"},
+    {"--sgd-momentum", K::kValue, "only --optimizer adam is implemented"},
+    {"--decoupled-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},
+    {"--decoupled-min-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},
+    // Data (6.6).
+    {"--data-args-path", K::kValue, "give the datasets with --data-path"},
+    {"--per-split-data-args-path", K::kValue, "give the datasets with --train-data-path, --valid-data-path, --test-data-path"},
+    {"--no-mmap-bin-files", K::kStoreTrue, "datasets are always memory-mapped"},
+    // Checkpointing (6.7).
+    {"--pretrained-checkpoint", K::kValue, "use --load with --finetune"},
+    {"--ckpt-step", K::kValue, "loading a chosen iteration is not implemented yet; --load reads the latest"},
+    {"--use-checkpoint-args", K::kStoreTrue, "taking model arguments from a checkpoint is not implemented yet"},
+    {"--exit-on-missing-checkpoint", K::kStoreTrue, "not implemented yet"},
+    {"--ckpt-format", K::kValue, kCkpt},
+    {"--auto-detect-ckpt-format", K::kStoreTrue, kCkpt},
+    {"--async-save", K::kStoreTrue, "asynchronous checkpoint saving is not implemented yet"},
+    {"--no-ckpt-fully-parallel-save", K::kStoreTrue, kCkpt},
+    {"--ckpt-fully-parallel-load", K::kStoreTrue, kCkpt},
+    {"--save-retain-interval", K::kValue, "checkpoint retention is not implemented yet"},
+    {"--non-persistent-save-interval", K::kValue, "non-persistent checkpoints are not implemented"},
+    {"--non-persistent-ckpt-type", K::kValue, "non-persistent checkpoints are not implemented"},
+    // Tokenizer (6.8).
+    {"--tokenizer-model", K::kValue, "only GPT2BPETokenizer (--vocab-file, --merge-file) and NullTokenizer are implemented"},
+    {"--tiktoken-pattern", K::kValue, "TikTokenizer is not implemented yet"},
+    {"--tiktoken-num-special-tokens", K::kValue, "TikTokenizer is not implemented yet"},
+    {"--tiktoken-special-tokens", K::kList, "TikTokenizer is not implemented yet"},
+    {"--tokenizer-special-tokens", K::kList, "special tokens are not implemented yet"},
+    {"--null-tokenizer-eod-id", K::kValue, "NullTokenizer's end-of-document id is fixed in this build"},
+    {"--null-tokenizer-pad-id", K::kValue, "NullTokenizer's pad id is fixed in this build"},
+    // Logging (6.9).
+    {"--tensorboard-dir", K::kValue, kTensorBoard},
+    {"--tensorboard-log-interval", K::kValue, kTensorBoard},
+    {"--tensorboard-queue-size", K::kValue, kTensorBoard},
+    {"--log-timers-to-tensorboard", K::kStoreTrue, kTensorBoard},
+    {"--log-validation-ppl-to-tensorboard", K::kStoreTrue, kTensorBoard},
+    {"--log-memory-to-tensorboard", K::kStoreTrue, kTensorBoard},
+    {"--no-log-loss-scale-to-tensorboard", K::kStoreTrue, kTensorBoard},
+    {"--log-params-norm", K::kStoreTrue, "parameter-norm logging is not implemented yet"},
+    {"--log-num-zeros-in-grad", K::kStoreTrue, "zero-gradient counting is not implemented yet"},
+    {"--log-progress", K::kStoreTrue, "progress.txt logging is not implemented yet"},
+    {"--log-energy", K::kStoreTrue, "energy logging is not implemented"},
+    {"--timing-log-level", K::kValue, "timer levels are not implemented yet"},
+    {"--timing-log-option", K::kValue, "timer levels are not implemented yet"},
+    {"--wandb-project", K::kValue, kWandb},
+    {"--wandb-exp-name", K::kValue, kWandb},
+    {"--wandb-save-dir", K::kValue, kWandb},
+    {"--wandb-entity", K::kValue, kWandb},
+    {"--data-parallel-random-init", K::kStoreTrue, "per-replica initialisation is not implemented"},
+    // Activation recomputation (6.10).
+    {"--recompute-activations", K::kStoreTrue, kRecompute},
+    {"--recompute-granularity", K::kValue, kRecompute},
+    {"--recompute-method", K::kValue, kRecompute},
+    {"--recompute-num-layers", K::kValue, kRecompute},
+    {"--distribute-saved-activations", K::kStoreTrue, kRecompute},
+    {"--recompute-modules", K::kList, kRecompute},
+};
+
+constexpr std::string_view kKernelChoice = "a kernel choice in Megatron; this build picks its own kernels";
+
+constexpr CataloguedFlag kIgnored[] = {
+    {"--use-mcore-models", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
+    {"--no-async-tensor-model-parallel-allreduce", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
+    {"--use-flash-attn", K::kStoreTrue, kKernelChoice},
+    {"--no-masked-softmax-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-bias-gelu-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-bias-swiglu-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-bias-dropout-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-rope-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-gradient-accumulation-fusion", K::kStoreTrue, kKernelChoice},
+    {"--no-persist-layer-norm", K::kStoreTrue, kKernelChoice},
+    {"--cross-entropy-loss-fusion", K::kStoreTrue, kKernelChoice},
+};
+
+}  // namespace
+
+std::span<const CataloguedFlag> unsupported_flags() { return kUnsupported; }
+std::span<const CataloguedFlag> ignored_flags() { return kIgnored; }
+
+}  // namespace megatron::train::detail

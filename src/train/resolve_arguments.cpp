@@ -1,0 +1,230 @@
+// Megatron's validate_args for the implemented flags, part one: the parallel layout, batch size,
+// precision, iteration counts and model shape, plus the checks Megatron's microbatch calculator and
+// TransformerConfig make later. Phases run in Megatron's order so start-up messages keep its order.
+#include <algorithm>
+
+#include "megatron/core/strings.h"
+#include "resolve_arguments.h"
+
+namespace megatron::train::detail {
+
+std::string Resolver::num(double value) { return python_float_repr(value); }
+
+void Resolver::run() {
+  parallel();
+  data_sources();
+  batch_size();
+  state_.messages.push_back("Number of virtual stages per pipeline stage: None");
+  precision();
+  iterations();
+  model();
+  optimizer();
+  tokenizer();
+  logging_and_checkpoints();
+  if (a_.parallel.tensor_model_parallel_size == 1 && a_.parallel.sequence_parallel) {
+    state_.messages.push_back("WARNING: Disabling sequence parallelism because tensor model parallelism is disabled");
+    a_.parallel.sequence_parallel = false;
+  }
+}
+
+void Resolver::parallel() {
+  auto& p = a_.parallel;
+  p.world_size = options_.world_size;
+  p.rank = options_.rank;
+  if (!given("local_rank")) p.local_rank = options_.local_rank_env.value_or(0);
+  const bool tp_ok = positive("--tensor-model-parallel-size", "tensor_model_parallel_size", p.tensor_model_parallel_size);
+  const bool pp_ok = positive("--pipeline-model-parallel-size", "pipeline_model_parallel_size", p.pipeline_model_parallel_size);
+  const bool cp_ok = positive("--context-parallel-size", "context_parallel_size", p.context_parallel_size);
+  positive("--expert-model-parallel-size", "expert_model_parallel_size", p.expert_model_parallel_size);
+  const auto& s = options_.support;
+  const auto size_supported = [&](bool ok, int size, bool supported, const std::string& flag, const char* what) {
+    if (!ok) return false;
+    if (size > 1 && !supported) {
+      problem(flag + " " + num(std::int64_t{size}) + " is not supported by this build yet (" + what + "; only 1)");
+      return false;
+    }
+    return true;
+  };
+  const bool sizes_ok =
+      size_supported(tp_ok, p.tensor_model_parallel_size, s.tensor_parallel, "--tensor-model-parallel-size", "tensor parallelism") &
+      size_supported(pp_ok, p.pipeline_model_parallel_size, s.pipeline_parallel, "--pipeline-model-parallel-size", "pipeline parallelism") &
+      size_supported(cp_ok, p.context_parallel_size, s.context_parallel, "--context-parallel-size", "context parallelism");
+  unsupported(p.expert_model_parallel_size > 1,
+              "--expert-model-parallel-size " + num(std::int64_t{p.expert_model_parallel_size}), "expert parallelism needs mixture-of-experts models");
+  unsupported(p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank,
+              "the interleaved pipeline schedule (--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank)");
+  unsupported(p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers,
+              "uneven pipeline stages (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)");
+  unsupported(p.use_distributed_optimizer && !s.distributed_optimizer, "--use-distributed-optimizer");
+  if (p.overlap_param_gather) {
+    check(p.use_distributed_optimizer, "--overlap-param-gather only supported with distributed optimizer (--use-distributed-optimizer)");
+    check(p.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
+  }
+  p.overlap_p2p_comm = false;  // no virtual pipeline: Megatron turns overlap off
+  check(p.distributed_backend == "nccl" || p.distributed_backend == "gloo",
+        "argument --distributed-backend: invalid choice: '" + p.distributed_backend + "' (choose from 'nccl', 'gloo')");
+  positive("--distributed-timeout-minutes", "distributed_timeout_minutes", p.distributed_timeout_minutes);
+
+  // Later checks that involve the sizes run only when the sizes themselves are usable.
+  parallel_ok_ = sizes_ok;
+  const int model_size = sizes_ok ? p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size : 1;
+  if (sizes_ok && p.world_size % model_size != 0) {
+    problem("world size (" + num(std::int64_t{p.world_size}) + ") is not divisible by tensor x pipeline x context parallel sizes (" +
+            num(std::int64_t{model_size}) + "); launch a multiple of that many processes");
+    parallel_ok_ = false;
+  }
+  p.data_parallel_size = std::max(1, p.world_size / model_size);
+  unsupported(sizes_ok && p.data_parallel_size > 1 && !s.data_parallel,
+              "data parallelism (world size " + num(std::int64_t{p.world_size}) + " gives data-parallel size " +
+                  num(std::int64_t{p.data_parallel_size}) + ")", "run a single process");
+  state_.messages.insert(state_.messages.begin(), format_world_size_line(a_));
+}
+
+void Resolver::batch_size() {
+  auto& t = a_.training;
+  const int dp = a_.parallel.data_parallel_size;
+  mbs_ok_ = required_positive("--micro-batch-size", "micro_batch_size", t.micro_batch_size);
+  if (!given("global_batch_size")) {
+    if (mbs_ok_) {
+      t.global_batch_size = t.micro_batch_size * dp;
+      state_.messages.push_back("setting global batch size to " + num(std::int64_t{t.global_batch_size}));
+    }
+    gbs_ok_ = mbs_ok_;
+  } else {
+    gbs_ok_ = positive("--global-batch-size", "global_batch_size", t.global_batch_size);
+  }
+  if (mbs_ok_ && gbs_ok_ && t.global_batch_size % (t.micro_batch_size * dp) != 0) {
+    problem("global batch size (" + num(std::int64_t{t.global_batch_size}) + ") is not divisible by micro batch size (" +
+            num(std::int64_t{t.micro_batch_size}) + ") times data parallel size (" + num(std::int64_t{dp}) + ")");
+    gbs_ok_ = false;
+  }
+}
+
+void Resolver::precision() {
+  auto& x = a_.precision;
+  const auto& s = options_.support;
+  check(!(x.fp16 && x.bf16), "--fp16 and --bf16 cannot be used together");
+  unsupported(x.fp16 && !s.fp16, "--fp16", "it trains in fp32");
+  unsupported(x.bf16 && !s.bf16, "--bf16", "it trains in fp32");
+  unsupported(x.fp8.has_value(), "--fp8-format");
+  if (x.fp8 && *x.fp8 != "e4m3" && *x.fp8 != "hybrid") {
+    problem("argument --fp8-format: invalid choice: '" + *x.fp8 + "' (choose from 'e4m3', 'hybrid')");
+  }
+  x.params_dtype = "torch.float32";
+  if (x.fp16) x.params_dtype = "torch.float16";
+  if (x.bf16) {
+    x.params_dtype = "torch.bfloat16";
+    if (x.grad_reduce_in_bf16) {
+      x.accumulate_allreduce_grads_in_fp32 = false;
+    } else if (!x.accumulate_allreduce_grads_in_fp32) {
+      x.accumulate_allreduce_grads_in_fp32 = true;
+      state_.messages.push_back("accumulate and all-reduce gradients in fp32 for bfloat16 data type.");
+    }
+  }
+  state_.messages.push_back("using " + x.params_dtype + " for parameters ...");
+  check(!x.fp16_lm_cross_entropy || x.fp16, "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 only support in fp16 mode)");
+  check(!x.fp32_residual_connection || x.fp16 || x.bf16, "--fp32-residual-connection needs --fp16 or --bf16");
+  if (x.apply_query_key_layer_scaling) x.attention_softmax_in_fp32 = true;
+  if (x.loss_scale) at_least("--loss-scale", *x.loss_scale, 0.0, "positive");
+  check(x.initial_loss_scale > 0 && x.min_loss_scale > 0, "--initial-loss-scale and --min-loss-scale must be positive");
+  positive("--hysteresis", "hysteresis", x.hysteresis);
+}
+
+void Resolver::iterations() {
+  const auto& t = a_.training;
+  const auto& s = a_.scheduler;
+  if (t.train_iters && t.train_samples) {
+    problem("--train-iters and --train-samples cannot be used together: train by iterations or by samples");
+    return;
+  }
+  if (!t.train_iters && !t.train_samples) {
+    if (valid("train_iters") && valid("train_samples")) problem("one of --train-iters or --train-samples is required");
+    return;
+  }
+  if (t.train_iters) {
+    iters_ok_ = positive("--train-iters", "train_iters", *t.train_iters);
+    check(!s.lr_decay_samples, "--lr-decay-samples needs --train-samples (expected iteration-based learning rate decay: --lr-decay-iters)");
+    check(s.lr_warmup_samples == 0, "--lr-warmup-samples needs --train-samples (expected iteration-based learning rate warmup: --lr-warmup-iters)");
+    check(!s.lr_wsd_decay_samples, "--lr-wsd-decay-samples needs --train-samples (use --lr-wsd-decay-iters)");
+    check(!s.lr_warmup_fraction || s.lr_warmup_iters == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+  } else {
+    iters_ok_ = positive("--train-samples", "train_samples", *t.train_samples);
+    check(!s.lr_decay_iters, "--lr-decay-iters needs --train-iters (expected sample-based learning rate decay: --lr-decay-samples)");
+    check(s.lr_warmup_iters == 0, "--lr-warmup-iters needs --train-iters (expected sample-based learning rate warmup: --lr-warmup-samples)");
+    check(!s.lr_wsd_decay_iters, "--lr-wsd-decay-iters needs --train-iters (use --lr-wsd-decay-samples)");
+    check(!s.lr_warmup_fraction || s.lr_warmup_samples == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
+  }
+  if (t.exit_interval) positive("--exit-interval", "exit_interval", *t.exit_interval);
+  check(t.seed > 0, "--seed must be a positive integer, got " + num(t.seed));
+}
+
+void Resolver::model() {
+  auto& m = a_.model;
+  const int tp = parallel_ok_ ? a_.parallel.tensor_model_parallel_size : 1;
+  const int pp = parallel_ok_ ? a_.parallel.pipeline_model_parallel_size : 1;
+  const bool layers = required_positive("--num-layers", "num_layers", m.num_layers);
+  const bool hidden = required_positive("--hidden-size", "hidden_size", m.hidden_size);
+  const bool heads = required_positive("--num-attention-heads", "num_attention_heads", m.num_attention_heads);
+  const bool seq = required_positive("--seq-length", "seq_length", m.seq_length);
+  const bool max_pos = required_positive("--max-position-embeddings", "max_position_embeddings", m.max_position_embeddings);
+  if (layers && m.num_layers % pp != 0) {
+    problem("--num-layers (" + num(std::int64_t{m.num_layers}) + ") should be divisible by the pipeline-model-parallel size");
+  }
+  if (given("ffn_hidden_size")) {
+    positive("--ffn-hidden-size", "ffn_hidden_size", m.ffn_hidden_size);
+  } else if (hidden) {
+    m.ffn_hidden_size = m.swiglu ? static_cast<int>((4.0 * m.hidden_size * 2 / 3) / 64) * 64 : 4 * m.hidden_size;
+  }
+  if (given("kv_channels")) {
+    positive("--kv-channels", "kv_channels", m.kv_channels);
+  } else if (hidden && heads) {
+    if (m.hidden_size % m.num_attention_heads != 0) {
+      problem("--hidden-size (" + num(std::int64_t{m.hidden_size}) + ") is not divisible by --num-attention-heads (" +
+              num(std::int64_t{m.num_attention_heads}) + "); give --kv-channels to set the head size");
+    } else {
+      m.kv_channels = m.hidden_size / m.num_attention_heads;
+    }
+  }
+  if (heads) {
+    check(m.num_attention_heads % tp == 0, "--num-attention-heads (" + num(std::int64_t{m.num_attention_heads}) +
+                                               ") must be a multiple of --tensor-model-parallel-size (" + num(std::int64_t{tp}) + ")");
+  }
+  if (m.group_query_attention && positive("--num-query-groups", "num_query_groups", m.num_query_groups) && heads) {
+    check(m.num_attention_heads % m.num_query_groups == 0,
+          "--num-attention-heads (" + num(std::int64_t{m.num_attention_heads}) + ") must be divisible by --num-query-groups (" +
+              num(std::int64_t{m.num_query_groups}) + ")");
+    check(m.num_query_groups % tp == 0, "--num-query-groups (" + num(std::int64_t{m.num_query_groups}) +
+                                            ") must be a multiple of --tensor-model-parallel-size (" + num(std::int64_t{tp}) + ")");
+  } else if (!m.group_query_attention && given("num_query_groups")) {
+    state_.messages.push_back("WARNING: --num-query-groups is ignored without --group-query-attention");
+  }
+  if (m.ffn_hidden_size > 0 && tp > 1) {
+    check(m.ffn_hidden_size % tp == 0, "--ffn-hidden-size (" + num(std::int64_t{m.ffn_hidden_size}) +
+                                           ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) + ")");
+  }
+  if (seq && max_pos && m.max_position_embeddings < m.seq_length) {
+    problem("max_position_embeddings (" + num(std::int64_t{m.max_position_embeddings}) +
+            ") must be greater than or equal to seq_length (" + num(std::int64_t{m.seq_length}) +
+            "): raise --max-position-embeddings or lower --seq-length");
+  }
+  if (seq && parallel_ok_ && a_.parallel.context_parallel_size > 1) {
+    check(m.seq_length % (2 * a_.parallel.context_parallel_size) == 0,
+          "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
+  }
+  if (m.use_rotary_position_embeddings) m.position_embedding_type = PositionEmbeddingType::kRope;
+  positive("--rotary-base", "rotary_base", m.rotary_base);
+  check(m.rotary_percent > 0 && m.rotary_percent <= 1, "--rotary-percent must be in (0, 1], got " + num(m.rotary_percent));
+  check(m.norm_epsilon > 0, "--norm-epsilon must be positive, got " + num(m.norm_epsilon));
+  at_least("--init-method-std", m.init_method_std, 0.0);
+  check(m.attention_dropout >= 0 && m.attention_dropout <= 1, "--attention-dropout must be in [0, 1], got " + num(m.attention_dropout));
+  check(m.hidden_dropout >= 0 && m.hidden_dropout <= 1, "--hidden-dropout must be in [0, 1], got " + num(m.hidden_dropout));
+  positive("--make-vocab-size-divisible-by", "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by);
+  unsupported(!m.add_bias_linear && m.add_qkv_bias, "--add-qkv-bias with --disable-bias-linear", "a bias on QKV only");
+  if (m.add_bias_linear) m.add_qkv_bias = true;
+}
+
+void resolve_arguments(Arguments& args, ParseState& state, const ParseOptions& options) {
+  Resolver(args, state, options).run();
+}
+
+}  // namespace megatron::train::detail

@@ -1,0 +1,183 @@
+// Megatron's validate_args for the implemented flags, part two: data sources and split, optimizer
+// and learning-rate schedule (with OptimizerParamScheduler's assertions), tokenizer, logging and
+// checkpoint intervals.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+
+#include "resolve_arguments.h"
+
+namespace megatron::train::detail {
+
+void Resolver::data_sources() {
+  auto& d = a_.data;
+  if (d.data_path && !d.split) {
+    d.split = "969, 30, 1";
+    state_.messages.push_back("WARNING: Please specify --split when using --data-path. Using legacy default value of \"969, 30, 1\"");
+  }
+  const int sources = int{d.mock_data} + int{d.data_path.has_value()} +
+                      int{d.train_data_path || d.valid_data_path || d.test_data_path};
+  check(sources <= 1, "A single data source must be provided in training mode, else None: give one of --mock-data, "
+                      "--data-path, or --train-data-path/--valid-data-path/--test-data-path");
+  if (d.split && valid("split")) {
+    std::string error;
+    parse_split(*d.split, error);
+    if (!error.empty()) problem("--split '" + *d.split + "': " + error);
+  }
+  if (!d.dataloader_type) d.dataloader_type = "single";
+  const std::string& loader = *d.dataloader_type;
+  if (loader == "cyclic" || loader == "external") {
+    problem("--dataloader-type " + loader + " is not supported by this build yet (supported: 'single')");
+  } else if (loader != "single") {
+    problem("argument --dataloader-type: invalid choice: '" + loader + "' (choose from 'single', 'cyclic', 'external')");
+  }
+  at_least("--num-workers", d.num_workers, 0);
+  positive("--num-dataset-builder-threads", "num_dataset_builder_threads", d.num_dataset_builder_threads);
+  at_least("--mid-level-dataset-surplus", d.mid_level_dataset_surplus, 0.0);
+}
+
+void Resolver::optimizer() {
+  auto& o = a_.optimizer;
+  const std::string& name = o.optimizer;
+  if (name == "sgd" || name == "muon" || name == "dist_muon" || name == "lion" || name == "soap" || name == "adaptive_muon") {
+    problem("--optimizer " + name + " is not supported by this build yet (supported: 'adam')");
+  } else if (name != "adam") {
+    problem("argument --optimizer: invalid choice: '" + name + "' (choose from 'adam', 'sgd', 'muon', 'dist_muon')");
+  }
+  if (!o.lr) {
+    if (valid("lr")) problem("--lr is required (the peak learning rate)");
+  } else {
+    at_least("--lr", *o.lr, 0.0);
+    check(o.min_lr <= *o.lr, "--min-lr (" + num(o.min_lr) + ") must not exceed --lr (" + num(*o.lr) + ")");
+  }
+  at_least("--min-lr", o.min_lr, 0.0);
+  at_least("--weight-decay", o.weight_decay, 0.0);
+  at_least("--clip-grad", o.clip_grad, 0.0);
+  check(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " + num(o.adam_beta1));
+  check(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " + num(o.adam_beta2));
+  at_least("--adam-eps", o.adam_eps, 0.0);
+  if (o.weight_decay_incr_style == "constant") {
+    check(!o.start_weight_decay && !o.end_weight_decay,
+          "--start-weight-decay and --end-weight-decay need --weight-decay-incr-style linear or cosine");
+    o.start_weight_decay = o.weight_decay;
+    o.end_weight_decay = o.weight_decay;
+  } else if (o.weight_decay_incr_style == "linear" || o.weight_decay_incr_style == "cosine") {
+    problem("--weight-decay-incr-style " + o.weight_decay_incr_style + " is not supported by this build yet (supported: 'constant')");
+  } else {
+    problem("argument --weight-decay-incr-style: invalid choice: '" + o.weight_decay_incr_style +
+            "' (choose from 'constant', 'linear', 'cosine')");
+  }
+  schedule();
+}
+
+// OptimizerParamScheduler's assertions, checked up front.
+
+void Resolver::schedule() {
+  const auto& s = a_.scheduler;
+  const std::size_t problems_before = state_.problems.size();
+  if (s.lr_decay_iters) positive("--lr-decay-iters", "lr_decay_iters", *s.lr_decay_iters);
+  if (s.lr_decay_samples) positive("--lr-decay-samples", "lr_decay_samples", *s.lr_decay_samples);
+  at_least("--lr-warmup-iters", static_cast<double>(s.lr_warmup_iters), 0.0);
+  at_least("--lr-warmup-samples", static_cast<double>(s.lr_warmup_samples), 0.0);
+  if (s.lr_warmup_fraction) at_least("--lr-warmup-fraction", *s.lr_warmup_fraction, 0.0);
+  at_least("--lr-warmup-init", s.lr_warmup_init, 0.0);
+  if (s.lr_decay_style == LrDecayStyle::kWsd) {
+    check(s.lr_wsd_decay_iters || s.lr_wsd_decay_samples,
+          "--lr-decay-style WSD needs the length of its annealing phase: --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
+  }
+  if (!iters_ok_ || !gbs_ok_ || state_.problems.size() != problems_before) return;
+  const SchedulerSteps steps = scheduler_steps(a_);
+  if (steps.decay_steps <= 0) {
+    problem("the learning rate decays over " + num(steps.decay_steps) + " samples; --lr-decay-iters/--lr-decay-samples must be positive");
+  } else if (steps.warmup_steps >= static_cast<double>(steps.decay_steps)) {
+    problem("the learning-rate warmup (" + num(steps.warmup_steps) + " samples) must be shorter than its decay (" +
+            num(steps.decay_steps) + " samples): lower --lr-warmup-iters/--lr-warmup-fraction or raise --lr-decay-iters");
+  }
+}
+
+void Resolver::tokenizer() {
+  auto& k = a_.tokenizer;
+  if (!k.tokenizer_type && k.vocab_file && k.merge_file) {
+    k.tokenizer_type = "GPT2BPETokenizer";
+    state_.messages.push_back("WARNING: --tokenizer-type not given; using GPT2BPETokenizer for --vocab-file and --merge-file");
+  }
+  if (!k.tokenizer_type) {
+    if (valid("tokenizer_type")) {
+      problem("--tokenizer-type is required: GPT2BPETokenizer (with --vocab-file and --merge-file) or NullTokenizer (with --vocab-size)");
+    }
+  } else if (*k.tokenizer_type == "GPT2BPETokenizer") {
+    tokenizer_file("--vocab-file", k.vocab_file);
+    tokenizer_file("--merge-file", k.merge_file);
+  } else if (*k.tokenizer_type == "NullTokenizer") {
+    if (!k.vocab_size && valid("vocab_size")) problem("--tokenizer-type NullTokenizer needs --vocab-size");
+  } else {
+    static const std::vector<std::string> kOthers = {
+        "BertWordPieceLowerCase", "BertWordPieceCase", "SentencePieceTokenizer", "GPTSentencePieceTokenizer",
+        "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
+    if (std::find(kOthers.begin(), kOthers.end(), *k.tokenizer_type) != kOthers.end()) {
+      problem("--tokenizer-type " + *k.tokenizer_type + " is not supported by this build yet (supported: 'GPT2BPETokenizer', 'NullTokenizer')");
+    } else {
+      std::string choices = "'GPT2BPETokenizer', 'NullTokenizer'";
+      for (const auto& other : kOthers) choices += ", '" + other + "'";
+      problem("argument --tokenizer-type: invalid choice: '" + *k.tokenizer_type + "' (choose from " + choices + ")");
+    }
+  }
+  if (k.vocab_size) positive("--vocab-size", "vocab_size", *k.vocab_size);
+  if (k.padded_vocab_size) positive("--padded-vocab-size", "padded_vocab_size", *k.padded_vocab_size);
+  unsupported(k.vocab_extra_ids != 0, "--vocab-extra-ids " + num(std::int64_t{k.vocab_extra_ids}));
+}
+
+void Resolver::tokenizer_file(const std::string& flag, const std::optional<std::string>& path) {
+  if (!path) {
+    problem("--tokenizer-type GPT2BPETokenizer needs " + flag);
+  } else if (!std::filesystem::is_regular_file(*path)) {
+    problem(flag + " " + *path + ": no such file");
+  }
+}
+
+void Resolver::logging_and_checkpoints() {
+  const auto& l = a_.logging;
+  const auto& c = a_.checkpoint;
+  positive("--log-interval", "log_interval", l.log_interval);
+  positive("--eval-interval", "eval_interval", l.eval_interval);
+  at_least("--eval-iters", static_cast<double>(l.eval_iters), 0.0);
+  if (c.save_interval) positive("--save-interval", "save_interval", *c.save_interval);
+  if (c.save && !c.save_interval && valid("save_interval")) {
+    problem("--save needs --save-interval (iterations between checkpoints)");
+  }
+}
+
+std::vector<double> parse_split(const std::string& split, std::string& error) {
+  std::vector<double> weights;
+  for (std::size_t i = 0; i < split.size();) {
+    if (!(std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.')) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < split.size() && (std::isdigit(static_cast<unsigned char>(split[end])) || split[end] == '.')) ++end;
+    const std::string token = split.substr(i, end - i);
+    double value = 0.0;
+    const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+    if (ec != std::errc() || ptr != token.data() + token.size()) {
+      error = "'" + token + "' is not a number";
+      return {};
+    }
+    weights.push_back(value);
+    i = end;
+  }
+  if (weights.size() > 3) {
+    error = "expected at most 3 proportions (train, validation, test), got " + std::to_string(weights.size());
+    return {};
+  }
+  weights.resize(3, 0.0);
+  if (weights[0] + weights[1] + weights[2] <= 0.0) {
+    error = "the proportions must not all be zero";
+    return {};
+  }
+  return weights;
+}
+
+
+}  // namespace megatron::train::detail

@@ -1,0 +1,74 @@
+// Megatron's log line formats (see training_log.h).
+#include "megatron/train/training_log.h"
+
+#include <sys/time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace megatron::train {
+namespace {
+
+void append(std::string& out, const char* format, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), format, args...);
+  out += buf;
+}
+
+}  // namespace
+
+std::string format_iteration_line(const IterationLogFields& f) {
+  std::string out = " [" + f.timestamp + "]";
+  append(out, " iteration %8lld/%8lld |", static_cast<long long>(f.iteration), static_cast<long long>(f.train_iters));
+  append(out, " consumed samples: %12lld |", static_cast<long long>(f.consumed_samples));
+  if (f.skipped_samples > 0) append(out, " skipped samples: %12lld |", static_cast<long long>(f.skipped_samples));
+  append(out, " elapsed time per iteration (ms): %.1f |", f.elapsed_ms_per_iteration);
+  if (f.tflops_per_gpu) append(out, " throughput per GPU (TFLOP/s/GPU): %.1f |", *f.tflops_per_gpu);
+  if (f.tokens_per_second_per_gpu) append(out, " tokens per second per GPU: %.1f |", *f.tokens_per_second_per_gpu);
+  append(out, " learning rate: %.6E |", f.learning_rate);
+  append(out, " global batch size: %5lld |", static_cast<long long>(f.global_batch_size));
+  for (const auto& [key, value] : f.losses) {
+    if (value >= 0) append(out, " %s: %.6E |", key.c_str(), value);
+  }
+  append(out, " loss scale: %.1f |", f.loss_scale);
+  if (f.grad_norm) append(out, " grad norm: %.3f |", *f.grad_norm);
+  append(out, " number of skipped iterations: %3lld |", static_cast<long long>(f.skipped_iterations));
+  append(out, " number of nan iterations: %3lld |", static_cast<long long>(f.nan_iterations));
+  return out;
+}
+
+std::string format_validation_block(const std::string& prefix,
+                                    const std::vector<std::pair<std::string, double>>& losses) {
+  std::string line = " validation loss at " + prefix + " | ";
+  for (const auto& [key, value] : losses) {
+    append(line, "%s value: %.6E | ", key.c_str(), value);
+    append(line, "%s PPL: %.6E | ", key.c_str(), std::exp(std::min(20.0, value)));
+  }
+  const std::string dashes(line.size() + 1, '-');
+  return dashes + "\n" + line + "\n" + dashes;
+}
+
+std::string timestamp_now() {
+  timeval tv{};
+  ::gettimeofday(&tv, nullptr);
+  std::tm local{};
+  ::localtime_r(&tv.tv_sec, &local);
+  char buf[64];
+  const std::size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%06ld", static_cast<long>(tv.tv_usec));
+  return buf;
+}
+
+double flops_per_batch(const FlopsShape& s, std::int64_t batch_size) {
+  const double b = static_cast<double>(batch_size), seq = static_cast<double>(s.seq_length);
+  const double L = static_cast<double>(s.num_layers), h = static_cast<double>(s.hidden_size);
+  const double q = static_cast<double>(s.kv_channels * s.num_attention_heads);
+  const double k = static_cast<double>(s.kv_channels * s.num_query_groups);
+  const double f = s.swiglu ? 3.0 : 2.0;
+  const double per_token = L * h * static_cast<double>(s.ffn_hidden_size) * f + L * h * (q + 2 * k) + L * q * h +
+                           h * static_cast<double>(s.padded_vocab_size);
+  return 6.0 * (b * seq * per_token + b * seq * seq * L * q);
+}
+
+}  // namespace megatron::train

@@ -1,0 +1,327 @@
+// Parsing and validation of pretrain_gpt.py's flags: Megatron's defaults, derived values, every
+// validation rule, all problems reported together, and what this build rejects.
+#include <gtest/gtest.h>
+
+#include "megatron/train/arguments.h"
+#include "test_support.h"
+
+namespace megatron::train {
+namespace {
+
+using megatron::testing::error_of;
+using megatron::testing::expect_contains;
+using Args = std::vector<std::string>;
+
+std::string vocab() { return megatron::testing::shared_data_dir() + "/gpt2/vocab.json"; }
+std::string merges() { return megatron::testing::shared_data_dir() + "/gpt2/merges.txt"; }
+
+// A small valid command line; tests append flags (argparse: the last occurrence wins).
+Args base() {
+  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+          "--max-position-embeddings", "32", "--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3",
+          "--tokenizer-type", "NullTokenizer", "--vocab-size", "100"};
+}
+Args with(Args args, const Args& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+// `args` minus the flag `flag` and its one value.
+Args without(Args args, const std::string& flag) {
+  const auto it = std::find(args.begin(), args.end(), flag);
+  if (it != args.end()) args.erase(it, it + 2);
+  return args;
+}
+ParseOptions collecting(std::vector<std::string>& messages, BuildSupport support = {}) {
+  ParseOptions options;
+  options.messages = &messages;
+  options.support = support;
+  return options;
+}
+ParseOptions world(int world_size, BuildSupport support = {}) {
+  ParseOptions options;
+  options.world_size = world_size;
+  options.support = support;
+  return options;
+}
+std::string problem_of(const Args& args, const ParseOptions& options = {}) {
+  return error_of([&] { parse_arguments(args, options); });
+}
+
+TEST(Arguments, MemberDefaultsAreMegatrons) {
+  const Arguments a;
+  EXPECT_EQ(a.logging.log_interval, 100);
+  EXPECT_EQ(a.logging.eval_iters, 100);
+  EXPECT_EQ(a.logging.eval_interval, 1000);
+  EXPECT_DOUBLE_EQ(a.optimizer.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(a.optimizer.clip_grad, 1.0);
+  EXPECT_DOUBLE_EQ(a.model.attention_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(a.model.hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(a.model.init_method_std, 0.02);
+  EXPECT_EQ(a.training.seed, 1234);
+  EXPECT_EQ(a.model.make_vocab_size_divisible_by, 128);
+  EXPECT_DOUBLE_EQ(a.model.norm_epsilon, 1e-5);
+  EXPECT_EQ(a.model.rotary_base, 10000);
+  EXPECT_DOUBLE_EQ(a.model.rotary_percent, 1.0);
+  EXPECT_EQ(a.model.position_embedding_type, PositionEmbeddingType::kLearnedAbsolute);
+  EXPECT_EQ(a.model.normalization, Normalization::kLayerNorm);
+  EXPECT_EQ(a.scheduler.lr_decay_style, LrDecayStyle::kLinear);
+  EXPECT_EQ(a.scheduler.lr_wsd_decay_style, WsdDecayStyle::kExponential);
+  EXPECT_DOUBLE_EQ(a.optimizer.min_lr, 0.0);
+  EXPECT_DOUBLE_EQ(a.scheduler.lr_warmup_init, 0.0);
+  EXPECT_DOUBLE_EQ(a.optimizer.adam_beta1, 0.9);
+  EXPECT_DOUBLE_EQ(a.optimizer.adam_beta2, 0.999);
+  EXPECT_DOUBLE_EQ(a.optimizer.adam_eps, 1e-8);
+  EXPECT_EQ(a.optimizer.optimizer, "adam");
+  EXPECT_EQ(a.model.num_query_groups, 1);
+  EXPECT_TRUE(a.model.add_bias_linear);
+  EXPECT_EQ(a.parallel.tensor_model_parallel_size, 1);
+  EXPECT_EQ(a.parallel.cp_comm_type, std::vector<std::string>{"p2p"});
+  EXPECT_DOUBLE_EQ(a.precision.initial_loss_scale, 4294967296.0);
+  EXPECT_EQ(a.precision.hysteresis, 2);
+  EXPECT_EQ(a.data.num_workers, 2);
+  EXPECT_DOUBLE_EQ(a.data.mid_level_dataset_surplus, 0.005);
+}
+
+TEST(Arguments, ResolvesMegatronsDerivedValues) {
+  std::vector<std::string> messages;
+  const Arguments a = parse_arguments(base(), collecting(messages));
+  EXPECT_EQ(a.model.ffn_hidden_size, 256);
+  EXPECT_EQ(a.model.kv_channels, 16);
+  EXPECT_EQ(a.training.global_batch_size, 2);
+  EXPECT_EQ(a.parallel.data_parallel_size, 1);
+  EXPECT_EQ(a.data.dataloader_type, "single");
+  EXPECT_FALSE(a.data.split.has_value());
+  EXPECT_TRUE(a.model.add_qkv_bias);
+  EXPECT_EQ(a.optimizer.start_weight_decay, 0.01);
+  EXPECT_EQ(a.optimizer.end_weight_decay, 0.01);
+  EXPECT_FALSE(a.parallel.overlap_p2p_comm);
+  EXPECT_EQ(num_microbatches(a), 1);
+  EXPECT_EQ(messages, (std::vector<std::string>{
+                          "using world size: 1, data-parallel size: 1, context-parallel size: 1, hierarchical "
+                          "context-parallel sizes: None, tensor-model-parallel size: 1, pipeline-model-parallel size: 1",
+                          "setting global batch size to 2", "Number of virtual stages per pipeline stage: None",
+                          "using torch.float32 for parameters ..."}));
+}
+
+TEST(Arguments, SwigluFfnSizeIsTwoThirdsOfFourHRoundedDownTo64) {
+  const auto ffn = [](const std::string& h) {
+    return parse_arguments(with(base(), {"--hidden-size", h, "--num-attention-heads", "32", "--swiglu"})).model.ffn_hidden_size;
+  };
+  EXPECT_EQ(ffn("4096"), 10880);
+  EXPECT_EQ(ffn("1024"), 2688);
+  EXPECT_EQ(ffn("64"), 128);
+  const Arguments given = parse_arguments(with(base(), {"--swiglu", "--ffn-hidden-size", "100", "--kv-channels", "8"}));
+  EXPECT_EQ(given.model.ffn_hidden_size, 100);
+  EXPECT_EQ(given.model.kv_channels, 8);
+}
+
+TEST(Arguments, PadsVocabularyForTensorParallelism) {
+  EXPECT_EQ(padded_vocab_size(50257, 128, 1), 50304);
+  EXPECT_EQ(padded_vocab_size(50257, 128, 2), 50432);
+  EXPECT_EQ(padded_vocab_size(50257, 128, 8), 51200);
+  EXPECT_EQ(padded_vocab_size(50304, 128, 1), 50304);
+  EXPECT_EQ(format_padded_vocab_line(50257, 50304), " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)");
+  const Arguments tp2 = parse_arguments(with(base(), {"--tensor-model-parallel-size", "2"}),
+                                        world(2, BuildSupport::everything()));
+  EXPECT_EQ(padded_vocab_size(tp2, 50257), 50432);
+  EXPECT_EQ(padded_vocab_size(parse_arguments(with(base(), {"--padded-vocab-size", "50257"})), 50257), 50257);
+}
+
+TEST(Arguments, ReadsValuesAsArgparseDoes) {
+  const Arguments a = parse_arguments(with(base(), {"--lr=2e-4", "--num-layers", "3", "--num-layers", "4", "--min-lr", "-0.0",
+                                                    "--persistent-save-interval", "5", "--save", "ckpt", "--data-path",
+                                                    "0.3", "a", "0.7", "b", "--split", "949,50,1", "--seed", "1_000"}));
+  EXPECT_EQ(a.optimizer.lr, 2e-4);
+  EXPECT_EQ(a.model.num_layers, 4);
+  EXPECT_EQ(a.checkpoint.save_interval, 5);
+  EXPECT_EQ(a.data.data_path, (std::vector<std::string>{"0.3", "a", "0.7", "b"}));
+  EXPECT_EQ(a.data.split, "949,50,1");
+  EXPECT_EQ(a.training.seed, 1000);
+  EXPECT_EQ(parse_arguments(with(base(), {"--init-method-std", " 1e-400 "})).model.init_method_std, 0.0);
+}
+
+TEST(Arguments, DataPathWithoutSplitUsesLegacyDefaultWithWarning) {
+  std::vector<std::string> messages;
+  const Arguments a = parse_arguments(with(base(), {"--data-path", "corpus"}), collecting(messages));
+  EXPECT_EQ(a.data.split, "969, 30, 1");
+  EXPECT_EQ(messages.at(1), "WARNING: Please specify --split when using --data-path. Using legacy default value of \"969, 30, 1\"");
+}
+
+TEST(Arguments, RotaryAliasAndEnums) {
+  const Arguments a = parse_arguments(with(base(), {"--use-rotary-position-embeddings", "--normalization", "RMSNorm",
+                                                    "--lr-decay-style", "WSD", "--lr-wsd-decay-iters", "2",
+                                                    "--lr-wsd-decay-style", "minus_sqrt", "--disable-bias-linear"}));
+  EXPECT_EQ(a.model.position_embedding_type, PositionEmbeddingType::kRope);
+  EXPECT_EQ(a.model.normalization, Normalization::kRmsNorm);
+  EXPECT_EQ(a.scheduler.lr_decay_style, LrDecayStyle::kWsd);
+  EXPECT_EQ(a.scheduler.lr_wsd_decay_style, WsdDecayStyle::kMinusSqrt);
+  EXPECT_FALSE(a.model.add_bias_linear);
+  EXPECT_FALSE(a.model.add_qkv_bias);
+}
+
+TEST(Arguments, InfersGpt2TokenizerFromVocabAndMergeFiles) {
+  std::vector<std::string> messages;
+  Args args = without(without(base(), "--tokenizer-type"), "--vocab-size");
+  const Arguments a = parse_arguments(with(args, {"--vocab-file", vocab(), "--merge-file", merges()}), collecting(messages));
+  EXPECT_EQ(a.tokenizer.tokenizer_type, "GPT2BPETokenizer");
+  EXPECT_NE(std::find(messages.begin(), messages.end(),
+                      "WARNING: --tokenizer-type not given; using GPT2BPETokenizer for --vocab-file and --merge-file"),
+            messages.end());
+}
+
+struct Invalid {
+  Args args;
+  std::string expected;
+};
+
+TEST(Arguments, ReportsEachValidationError) {
+  const Args gqa = {"--group-query-attention", "--num-query-groups", "3"};
+  const std::vector<Invalid> cases = {
+      {without(base(), "--num-layers"), "--num-layers is required"},
+      {without(base(), "--hidden-size"), "--hidden-size is required"},
+      {without(base(), "--num-attention-heads"), "--num-attention-heads is required"},
+      {without(base(), "--seq-length"), "--seq-length is required"},
+      {without(base(), "--max-position-embeddings"), "--max-position-embeddings is required"},
+      {without(base(), "--micro-batch-size"), "--micro-batch-size is required"},
+      {without(base(), "--lr"), "--lr is required"},
+      {without(base(), "--train-iters"), "one of --train-iters or --train-samples is required"},
+      {without(base(), "--tokenizer-type"), "--tokenizer-type is required"},
+      {without(base(), "--vocab-size"), "NullTokenizer needs --vocab-size"},
+      {with(base(), {"--train-samples", "100"}), "--train-iters and --train-samples cannot be used together"},
+      {with(base(), {"--lr-warmup-fraction", "0.1", "--lr-warmup-iters", "2"}), "can only specify one of --lr-warmup-fraction and --lr-warmup-iters"},
+      {with(base(), {"--lr-decay-samples", "5"}), "--lr-decay-samples needs --train-samples"},
+      {with(base(), {"--lr-warmup-samples", "5"}), "--lr-warmup-samples needs --train-samples"},
+      {with(without(base(), "--train-iters"), {"--train-samples", "9", "--lr-decay-iters", "3"}), "--lr-decay-iters needs --train-iters"},
+      {with(without(base(), "--train-iters"), {"--train-samples", "9", "--lr-warmup-iters", "3"}), "--lr-warmup-iters needs --train-iters"},
+      {with(base(), {"--global-batch-size", "3"}), "global batch size (3) is not divisible by micro batch size (2) times data parallel size (1)"},
+      {with(base(), {"--seq-length", "64"}), "max_position_embeddings (32) must be greater than or equal to seq_length (64)"},
+      {with(base(), {"--num-attention-heads", "5"}), "--hidden-size (64) is not divisible by --num-attention-heads (5); give --kv-channels"},
+      {with(base(), gqa), "--num-attention-heads (4) must be divisible by --num-query-groups (3)"},
+      {with(base(), {"--save", "ckpt"}), "--save needs --save-interval"},
+      {with(base(), {"--save", "ckpt", "--save-interval", "0"}), "--save-interval must be a positive integer, got 0"},
+      {with(base(), {"--min-lr", "0.1"}), "--min-lr (0.1) must not exceed --lr (0.001)"},
+      {with(base(), {"--lr-warmup-iters", "10"}), "warmup (20.0 samples) must be shorter than its decay (20 samples)"},
+      {with(base(), {"--lr-decay-style", "WSD"}), "--lr-decay-style WSD needs the length of its annealing phase"},
+      {with(base(), {"--mock-data", "--data-path", "x"}), "A single data source must be provided"},
+      {with(base(), {"--split", "1,2,3,4"}), "expected at most 3 proportions"},
+      {with(base(), {"--split", "0,0"}), "must not all be zero"},
+      {with(base(), {"--seed", "0"}), "--seed must be a positive integer"},
+      {with(base(), {"--num-layers", "0"}), "--num-layers must be a positive integer, got 0"},
+      {with(base(), {"--num-layers", "two"}), "argument --num-layers: invalid int value: 'two'"},
+      {with(base(), {"--lr", "1e-3x"}), "argument --lr: invalid float value: '1e-3x'"},
+      {with(base(), {"--num-layers", "1.5"}), "argument --num-layers: invalid int value: '1.5'"},
+      {with(base(), {"--normalization", "BatchNorm"}), "argument --normalization: invalid choice: 'BatchNorm' (choose from 'LayerNorm', 'RMSNorm')"},
+      {with(base(), {"--lr-decay-style", "step"}), "argument --lr-decay-style: invalid choice: 'step'"},
+      {with(base(), {"--optimizer", "adagrad"}), "argument --optimizer: invalid choice: 'adagrad'"},
+      {with(base(), {"--tokenizer-type", "Foo"}), "argument --tokenizer-type: invalid choice: 'Foo'"},
+      {with(base(), {"--lr"}), "argument --lr: expected one argument"},
+      {with(base(), {"--lr", "-0.5"}), "--lr must be >= 0.0, got -0.5"},
+      {with(base(), {"--data-path"}), "argument --data-path: expected at least one argument"},
+      {with(base(), {"--swiglu=yes"}), "argument --swiglu: ignored explicit argument"},
+      {with(base(), {"--fp16-lm-cross-entropy"}), "--fp16-lm-cross-entropy needs --fp16"},
+      {with(base(), {"--fp32-residual-connection"}), "--fp32-residual-connection needs --fp16 or --bf16"},
+      {with(base(), {"--overlap-param-gather"}), "--overlap-param-gather needs --overlap-grad-reduce"},
+      {with(base(), {"--rotary-percent", "1.5"}), "--rotary-percent must be in (0, 1], got 1.5"},
+      {with(base(), {"--adam-beta2", "1.0"}), "--adam-beta2 must be in [0, 1), got 1.0"},
+      {with(base(), {"--start-weight-decay", "0.1"}), "--start-weight-decay and --end-weight-decay need --weight-decay-incr-style"},
+      {with(base(), {"--tokenizer-type", "GPT2BPETokenizer"}), "--tokenizer-type GPT2BPETokenizer needs --vocab-file"},
+      {with(base(), {"--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", "/nonexistent/vocab.json", "--merge-file", merges()}),
+       "--vocab-file /nonexistent/vocab.json: no such file"},
+      {with(base(), {"--eval-interval", "0"}), "--eval-interval must be a positive integer"},
+      {with(base(), {"--log-interval", "-1"}), "--log-interval must be a positive integer, got -1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.expected);
+    expect_contains(problem_of(c.args), {c.expected});
+  }
+}
+
+TEST(Arguments, MegatronsParallelRulesWhenTheBuildSupportsThem) {
+  const ParseOptions all = world(8, BuildSupport::everything());
+  const Arguments a = parse_arguments(with(base(), {"--tensor-model-parallel-size", "2", "--sequence-parallel"}), all);
+  EXPECT_EQ(a.parallel.data_parallel_size, 4);
+  EXPECT_EQ(a.training.global_batch_size, 8);
+  EXPECT_TRUE(a.parallel.sequence_parallel);
+  EXPECT_EQ(num_microbatches(parse_arguments(with(base(), {"--global-batch-size", "32"}), all)), 2);
+  expect_contains(problem_of(with(base(), {"--global-batch-size", "12"}), all),
+                  {"global batch size (12) is not divisible by micro batch size (2) times data parallel size (8)"});
+  expect_contains(problem_of(with(base(), {"--tensor-model-parallel-size", "3"}), all),
+                  {"world size (8) is not divisible by tensor x pipeline x context parallel sizes (3)"});
+  expect_contains(problem_of(with(base(), {"--tensor-model-parallel-size", "8"}), all),
+                  {"--num-attention-heads (4) must be a multiple of --tensor-model-parallel-size (8)"});
+  expect_contains(problem_of(with(base(), {"--tensor-model-parallel-size", "2", "--group-query-attention", "--num-query-groups", "1"}), all),
+                  {"--num-query-groups (1) must be a multiple of --tensor-model-parallel-size (2)"});
+  expect_contains(problem_of(with(base(), {"--pipeline-model-parallel-size", "4"}), all),
+                  {"--num-layers (2) should be divisible by the pipeline-model-parallel size"});
+  expect_contains(problem_of(with(base(), {"--context-parallel-size", "8", "--seq-length", "24"}), all),
+                  {"--seq-length should be a multiple of 2 * --context-parallel-size"});
+  expect_contains(problem_of(with(base(), {"--fp16", "--bf16"}), all), {"--fp16 and --bf16 cannot be used together"});
+  std::vector<std::string> messages;
+  const Arguments bf16 = parse_arguments(with(base(), {"--bf16"}), collecting(messages, BuildSupport::everything()));
+  EXPECT_EQ(bf16.precision.params_dtype, "torch.bfloat16");
+  EXPECT_TRUE(bf16.precision.accumulate_allreduce_grads_in_fp32);
+  expect_contains(messages.at(3), {"accumulate and all-reduce gradients in fp32 for bfloat16 data type."});
+}
+
+TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
+  const std::vector<Invalid> cases = {
+      {with(base(), {"--tensor-model-parallel-size", "2"}), "--tensor-model-parallel-size 2 is not supported by this build yet (tensor parallelism; only 1)"},
+      {with(base(), {"--tensor-model-parallel-size", "8"}), "--tensor-model-parallel-size 8 is not supported"},
+      {with(base(), {"--pipeline-model-parallel-size", "2"}), "--pipeline-model-parallel-size 2 is not supported by this build yet (pipeline parallelism; only 1)"},
+      {with(base(), {"--context-parallel-size", "2"}), "--context-parallel-size 2 is not supported by this build yet (context parallelism; only 1)"},
+      {with(base(), {"--expert-model-parallel-size", "2"}), "--expert-model-parallel-size 2 is not supported by this build yet: expert parallelism needs"},
+      {with(base(), {"--num-layers-per-virtual-pipeline-stage", "1"}), "the interleaved pipeline schedule"},
+      {with(base(), {"--use-distributed-optimizer"}), "--use-distributed-optimizer is not supported by this build yet"},
+      {with(base(), {"--bf16"}), "--bf16 is not supported by this build yet: it trains in fp32"},
+      {with(base(), {"--fp16"}), "--fp16 is not supported by this build yet: it trains in fp32"},
+      {with(base(), {"--fp8-format", "hybrid"}), "--fp8-format is not supported"},
+      {with(base(), {"--position-embedding-type", "mrope"}), "--position-embedding-type mrope is not supported by this build yet"},
+      {with(base(), {"--optimizer", "sgd"}), "--optimizer sgd is not supported by this build yet (supported: 'adam')"},
+      {with(base(), {"--tokenizer-type", "TikTokenizer"}), "--tokenizer-type TikTokenizer is not supported"},
+      {with(base(), {"--dataloader-type", "cyclic"}), "--dataloader-type cyclic is not supported"},
+      {with(base(), {"--tensorboard-dir", "tb"}), "--tensorboard-dir is not supported by this build yet: TensorBoard logging"},
+      {with(base(), {"--rampup-batch-size", "16", "16", "5859375"}), "--rampup-batch-size is not supported by this build yet"},
+      {with(base(), {"--recompute-activations"}), "activation recomputation is not implemented yet"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.expected);
+    const std::string message = problem_of(c.args);
+    expect_contains(message, {c.expected});
+    EXPECT_EQ(message.find("problems"), std::string::npos) << "one problem expected: " << message;
+  }
+  expect_contains(problem_of(base(), world(2)), {"data parallelism (world size 2 gives data-parallel size 2) is not supported by this build yet: run a single process"});
+}
+
+TEST(Arguments, SequenceParallelIsTurnedOffWithoutTensorParallelism) {
+  std::vector<std::string> messages;
+  const Arguments a = parse_arguments(with(base(), {"--sequence-parallel", "--use-flash-attn"}), collecting(messages));
+  EXPECT_FALSE(a.parallel.sequence_parallel);
+  expect_contains(messages.at(1), {"WARNING: --use-flash-attn is ignored"});
+  EXPECT_EQ(messages.back(), "WARNING: Disabling sequence parallelism because tensor model parallelism is disabled");
+}
+
+TEST(Arguments, UnknownFlagNamesTheNearestKnownFlag) {
+  expect_contains(problem_of(with(base(), {"--num-layer", "2"})), {"unknown flag --num-layer; did you mean --num-layers?"});
+  expect_contains(problem_of(with(base(), {"--hiden-size=64"})), {"unknown flag --hiden-size; did you mean --hidden-size?"});
+  expect_contains(problem_of(with(base(), {"stray"})), {"unexpected argument 'stray'"});
+}
+
+TEST(Arguments, ReportsAllProblemsTogether) {
+  const std::string message = problem_of({"--num-layer", "2", "--hidden-size", "x", "--seq-length", "64", "--max-position-embeddings",
+                                          "32", "--micro-batch-size", "2", "--train-iters", "5", "--tensor-model-parallel-size", "2"});
+  expect_contains(message, {"invalid command line: ", "problems:", "\n  unknown flag --num-layer; did you mean --num-layers?",
+                            "\n  argument --hidden-size: invalid int value: 'x'", "\n  --num-layers is required",
+                            "\n  --num-attention-heads is required", "\n  --lr is required", "must be greater than or equal to seq_length",
+                            "\n  --tokenizer-type is required", "tensor parallelism; only 1"});
+  EXPECT_EQ(message.find("multiple of --tensor-model-parallel-size"), std::string::npos) << message;
+  EXPECT_EQ(message.find("--hidden-size is required"), std::string::npos) << "a bad value is reported once: " << message;
+}
+
+TEST(Arguments, HelpListsTheFlags) {
+  EXPECT_TRUE(help_requested({"--num-layers", "2", "--help"}));
+  EXPECT_FALSE(help_requested(base()));
+  expect_contains(help_text(), {"--num-layers", "--tensor-model-parallel-size", "--lr-warmup-fraction"});
+}
+
+}  // namespace
+}  // namespace megatron::train

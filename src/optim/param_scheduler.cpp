@@ -49,7 +49,7 @@ ParamScheduler::ParamScheduler(const SchedulerConfig& config) : config_(config) 
                  "--lr (", config.max_lr, ") must be at least --min-lr (", config.min_lr, ") >= 0");
   MEGATRON_CHECK(config.decay_steps > 0 || config.decay_style == LrDecayStyle::kConstant,
                  "the learning-rate decay length must be positive");
-  MEGATRON_CHECK(config.warmup_steps < config.decay_steps || config.decay_style == LrDecayStyle::kConstant,
+  MEGATRON_CHECK(config.warmup_steps < static_cast<double>(config.decay_steps) || config.decay_style == LrDecayStyle::kConstant,
                  "the warmup (", config.warmup_steps, " samples) must be shorter than the decay (",
                  config.decay_steps, " samples)");
   MEGATRON_CHECK(config.wd_incr_style != WdIncrStyle::kConstant || config.start_wd == config.end_wd,
@@ -59,18 +59,17 @@ ParamScheduler::ParamScheduler(const SchedulerConfig& config) : config_(config) 
 double ParamScheduler::lr() const {
   const auto& c = config_;
   const double n = static_cast<double>(num_steps_);
-  if (c.warmup_steps > 0 && num_steps_ <= c.warmup_steps) {
-    return c.init_lr + (c.max_lr - c.init_lr) * n / static_cast<double>(c.warmup_steps);
+  if (c.warmup_steps > 0 && n <= c.warmup_steps) {
+    return c.init_lr + (c.max_lr - c.init_lr) * n / c.warmup_steps;
   }
   if (c.decay_style == LrDecayStyle::kConstant) return c.max_lr;
   if (num_steps_ > c.decay_steps) return c.min_lr;
   if (c.decay_style == LrDecayStyle::kInverseSquareRoot) {
-    const double warmup = static_cast<double>(std::max<std::int64_t>(c.warmup_steps, 1));
+    const double warmup = std::max(c.warmup_steps, 1.0);
     const double steps = static_cast<double>(std::max<std::int64_t>(num_steps_, 1));
     return std::max(c.min_lr, c.max_lr * std::sqrt(warmup) / std::sqrt(steps));
   }
-  const double ratio = static_cast<double>(num_steps_ - c.warmup_steps) /
-                       static_cast<double>(c.decay_steps - c.warmup_steps);
+  const double ratio = (n - c.warmup_steps) / (static_cast<double>(c.decay_steps) - c.warmup_steps);
   double coeff = 0.0;
   switch (c.decay_style) {
     case LrDecayStyle::kLinear: coeff = 1.0 - ratio; break;

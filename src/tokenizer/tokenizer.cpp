@@ -2,6 +2,8 @@
 #include "megatron/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
@@ -14,7 +16,65 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-std::vector<std::string> supported_tokenizer_types() { return {Gpt2BpeTokenizer::kTypeName}; }
+namespace {
+
+class NullEncoder final : public Encoder {
+ public:
+  explicit NullEncoder(std::int64_t vocab_size) : vocab_size_(vocab_size) {}
+  void encode(std::string_view text, std::vector<std::int32_t>& out) override {
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+      const std::size_t begin = pos;
+      while (pos < text.size() && !std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+      if (pos == begin) break;
+      const std::string word(text.substr(begin, pos - begin));
+      std::size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      MEGATRON_CHECK(used == word.size() && id >= 0 && id < vocab_size_, "NullTokenizer: '", word,
+                     "' is not a token id below --vocab-size ", vocab_size_);
+      out.push_back(static_cast<std::int32_t>(id));
+    }
+  }
+
+ private:
+  std::int64_t vocab_size_;
+};
+
+class NullTokenizer final : public Tokenizer {
+ public:
+  explicit NullTokenizer(std::int64_t vocab_size) : vocab_size_(vocab_size) {}
+  std::string type() const override { return "NullTokenizer"; }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(vocab_size_); }
+  std::int32_t eod() const override { return static_cast<std::int32_t>(vocab_size_ - 1); }
+  std::unique_ptr<Encoder> make_encoder() const override { return std::make_unique<NullEncoder>(vocab_size_); }
+  std::string decode(std::span<const std::int32_t> ids) const override {
+    std::string out;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) out += ' ';
+      out += std::to_string(ids[i]);
+    }
+    return out;
+  }
+
+ private:
+  std::int64_t vocab_size_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
+  MEGATRON_CHECK(vocab_size > 1 && vocab_size < (std::int64_t{1} << 31), "--tokenizer-type NullTokenizer needs "
+                 "--vocab-size between 2 and 2^31 (got ", vocab_size, ")");
+  return std::make_unique<NullTokenizer>(vocab_size);
+}
+
+std::vector<std::string> supported_tokenizer_types() { return {Gpt2BpeTokenizer::kTypeName, "NullTokenizer"}; }
 
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   static const std::vector<std::string> kMegatronTypes = {
@@ -27,10 +87,11 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     MEGATRON_CHECK(!options.merge_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --merge-file");
     return Gpt2BpeTokenizer::from_files(options.vocab_file, options.merge_file);
   }
+  if (options.type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();
   MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer");
+                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, NullTokenizer");
   MEGATRON_FAIL("--tokenizer-type ", options.type, " is not a Megatron tokenizer type; supported: GPT2BPETokenizer");
 }
 

@@ -17,7 +17,7 @@ struct SchedulerConfig {
   double max_lr = 0.0;
   double min_lr = 0.0;
   double init_lr = 0.0;             // --lr-warmup-init
-  std::int64_t warmup_steps = 0;    // samples
+  double warmup_steps = 0.0;        // samples; fractional with --lr-warmup-fraction, as in Megatron
   std::int64_t decay_steps = 0;     // samples
   LrDecayStyle decay_style = LrDecayStyle::kLinear;
   std::int64_t wsd_decay_steps = 0;  // samples

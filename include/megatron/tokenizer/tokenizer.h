@@ -38,7 +38,12 @@ struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";
   std::string vocab_file;
   std::string merge_file;
+  std::int64_t vocab_size = 0;  // NullTokenizer: --vocab-size
 };
+
+// Megatron's NullTokenizer (current behaviour): text is whitespace-separated integer ids;
+// vocab_size = --vocab-size, EOD = vocab_size - 1. For mock data and pre-tokenized corpora.
+std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size);
 
 // The --tokenizer-type names this build implements.
 std::vector<std::string> supported_tokenizer_types();

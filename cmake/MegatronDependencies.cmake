@@ -24,7 +24,11 @@ set(MEGATRON_TORCH "AUTO" CACHE STRING "Build the LibTorch modules: AUTO (when T
 set_property(CACHE MEGATRON_TORCH PROPERTY STRINGS AUTO ON OFF)
 set(MEGATRON_HAVE_TORCH OFF)
 if(NOT MEGATRON_TORCH STREQUAL "OFF")
+  # Torch's CMake config appends its own -gencode list (down to sm_50, which nvcc 13 rejects) and
+  # defines to the global CUDA flags; our kernels choose their architectures themselves.
+  set(megatron_saved_cuda_flags "${CMAKE_CUDA_FLAGS}")
   find_package(Torch QUIET)
+  set(CMAKE_CUDA_FLAGS "${megatron_saved_cuda_flags}")
   if(Torch_FOUND)
     set(MEGATRON_HAVE_TORCH ON)
     add_library(megatron_libtorch INTERFACE)

@@ -70,8 +70,9 @@ configure_and_build() {
   # shellcheck disable=SC2206
   args+=(${MEGATRON_CMAKE_ARGS:-})
   log "configure: cmake ${args[*]}"
-  cmake "${args[@]}" >"$BUILD_DIR.configure.log" 2>&1 || { cat "$BUILD_DIR.configure.log" >&2; exit 1; }
-  grep -E '^-- megatron:' "$BUILD_DIR.configure.log" || true
+  mkdir -p "$BUILD_DIR"
+  cmake "${args[@]}" >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log" >&2; exit 1; }
+  grep -E '^-- megatron:' "$BUILD_DIR/configure.log" || true
   log "build: ninja -C $BUILD_DIR"
   ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"}
 }

@@ -1,0 +1,240 @@
+// GPTDataset: description, cache hit / build / save, and sample reads (see gpt_dataset.h).
+#include "megatron/data/gpt_dataset.h"
+
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+
+#include "megatron/core/check.h"
+#include "megatron/data/gpt_indices.h"
+#include "megatron/data/md5.h"
+
+namespace megatron::data {
+namespace {
+
+const std::vector<std::string> kArrayNames = {"document_index", "sample_index", "shuffle_index"};
+
+void log_info(const DatasetLog& log, const std::string& message) {
+  if (log) log(message);
+}
+
+// Structural checks of mapped indices; the per-read bounds checks cover the values.
+std::string index_problem(const std::vector<IndexArray>& arrays,
+                          std::optional<std::int64_t> num_samples) {
+  const IndexArray& documents = arrays[0];
+  const IndexArray& samples = arrays[1];
+  const IndexArray& shuffle = arrays[2];
+  if (documents.dtype() != NpyDType::kInt32 || documents.shape().size() != 1 ||
+      documents.size() == 0) {
+    return "document_index is not a non-empty 1-D int32 array";
+  }
+  if ((samples.dtype() != NpyDType::kInt32 && samples.dtype() != NpyDType::kInt64) ||
+      samples.shape().size() != 2 || samples.shape()[1] != 2 || samples.shape()[0] == 0) {
+    return "sample_index is not an [N + 1, 2] int32/int64 array";
+  }
+  const std::uint64_t rows = samples.shape()[0];
+  if ((shuffle.dtype() != NpyDType::kUInt32 && shuffle.dtype() != NpyDType::kInt64) ||
+      shuffle.shape().size() != 1 || shuffle.size() != rows - 1) {
+    return str_cat("shuffle_index is not a 1-D uint32/int64 array of ", rows - 1, " samples");
+  }
+  if (samples.at(0) != 0 || samples.at(1) != 0 ||
+      samples.at(2 * rows - 2) >= static_cast<std::int64_t>(documents.size())) {
+    return "sample_index does not fit document_index";
+  }
+  if (num_samples.has_value() && static_cast<std::uint64_t>(*num_samples) > shuffle.size()) {
+    return str_cat("it holds ", shuffle.size(), " samples, ", *num_samples, " are requested");
+  }
+  return "";
+}
+
+}  // namespace
+
+void log_warning(const DatasetLog& log, const std::string& message) {
+  if (log) {
+    log(message);
+  } else {
+    std::cerr << "WARNING: " << message << std::endl;
+  }
+}
+
+std::int64_t GptDatasetConfig::pad_id() const {
+  if (tokenizer.pad.has_value() && *tokenizer.pad != tokenizer.eod) return *tokenizer.pad;
+  return -1;
+}
+
+SampleOptions GptDatasetConfig::sample_options() const {
+  SampleOptions options;
+  options.eod = tokenizer.eod;
+  options.pad = pad_id();
+  options.reset_position_ids = reset_position_ids;
+  options.reset_attention_mask = reset_attention_mask;
+  options.eod_mask_loss = eod_mask_loss;
+  options.add_extra_token = add_extra_token_to_sequence;
+  return options;
+}
+
+std::string gpt_cache_folder(const GptDatasetConfig& config, const std::string& prefix) {
+  if (!config.data_cache_path.empty()) return config.data_cache_path;
+  if (config.mock || prefix.empty()) return "";
+  return (std::filesystem::path(prefix) / "cache" / "GPTDataset_indices").string();
+}
+
+void SampleDataset::read_sample(std::uint64_t k, const SampleBuffers& out) const {
+  thread_local std::vector<std::int64_t> text;
+  text.resize(static_cast<std::size_t>(sequence_length()) +
+              (sample_options().add_extra_token ? 1 : 0));
+  read_text(k, text);
+  make_sample(text, sample_options(), out);
+}
+
+GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
+                       std::optional<std::string> dataset_path, IndexRange documents,
+                       std::optional<std::int64_t> num_samples, Split split,
+                       const GptDatasetConfig& config)
+    : source_(std::move(source)),
+      config_(config),
+      options_(config.sample_options()),
+      dataset_path_(std::move(dataset_path)),
+      documents_(documents),
+      num_samples_(num_samples),
+      split_(split),
+      class_name_(config.mock ? "MockGPTDataset" : "GPTDataset") {
+  // The log callbacks may capture the caller's streams: they are used while building only.
+  struct DropCallbacks {
+    GptDatasetConfig& config;
+    ~DropCallbacks() {
+      config.info = nullptr;
+      config.warning = nullptr;
+    }
+  } drop_callbacks{config_};
+  MEGATRON_CHECK(config_.sequence_length > 1, "--seq-length must be at least 2, got ",
+                 config_.sequence_length);
+  MEGATRON_CHECK(documents_.begin >= 0 && documents_.begin <= documents_.end &&
+                     documents_.end <= source_->num_sequences(),
+                 "split range [", documents_.begin, ", ", documents_.end, ") outside the ",
+                 source_->num_sequences(), " sequences of ", source_->prefix());
+  identifiers_ = PyJson::dict();
+  identifiers_.set("class", class_name_);
+  identifiers_.set("dataset_path", dataset_path_ ? PyJson(*dataset_path_) : PyJson());
+  identifiers_.set("num_samples", num_samples_ ? PyJson(*num_samples_) : PyJson());
+  identifiers_.set("index_split", split_name(split_));
+  identifiers_.set("random_seed", static_cast<std::int64_t>(config_.random_seed));
+  identifiers_.set("sequence_length", config_.sequence_length);
+  identifiers_.set("split", config_.split ? PyJson(*config_.split) : PyJson());
+  identifiers_.set("split_matrix",
+                   config_.split_matrix ? split_matrix_json(*config_.split_matrix) : PyJson());
+  identifiers_.set("tokenizer", config_.tokenizer.identifiers);
+  description_ = identifiers_.dumps(4);
+  hash_ = md5_hex(description_);
+
+  cache_folder_ = gpt_cache_folder(config_, source_->prefix());
+  const std::string what = class_name_ + " " + split_name(split_) + " indices";
+  if (cache_folder_.empty()) {
+    log_info(config_.info, "Build and save the " + what);
+    build_indices();
+    log_info(config_.info, "Unable to save " + class_name_ + " indexes: no --data-cache-path");
+    return;
+  }
+  const IndexCache cache(cache_folder_, hash_ + "-" + class_name_ + "-" + split_name(split_),
+                         kArrayNames);
+  const bool complete = cache.complete();
+  if (complete && load_indices(cache)) {
+    log_info(config_.info, "Load the " + what + " from " + cache_folder_);
+    return;
+  }
+  MEGATRON_CHECK(config_.build_policy != IndexBuildPolicy::kLoadOnly, "the ", what, " of ",
+                 source_->prefix(), " are not in ", cache_folder_, " (expected ",
+                 cache.description_path(),
+                 " and its .npy files); rank 0 builds them: check that every rank sees the same "
+                 "--data-cache-path on a shared file system");
+  log_info(config_.info, "Build and save the " + what);
+  build_indices();
+  cache.save(description_, {document_index_, sample_index_, shuffle_index_});
+}
+
+bool GptDataset::load_indices(const IndexCache& cache) {
+  std::string problem;
+  std::optional<std::vector<IndexArray>> arrays = cache.load(description_, problem);
+  if (arrays.has_value()) problem = index_problem(*arrays, num_samples_);
+  if (!problem.empty()) {
+    const std::string message = "the cached " + class_name_ + " " + split_name(split_) +
+                                " indices in " + cache_folder_ + " are unusable (" + problem + ")";
+    MEGATRON_CHECK(config_.build_policy != IndexBuildPolicy::kLoadOnly, message,
+                   "; delete them and start again so rank 0 rebuilds them");
+    log_warning(config_.warning, message + "; rebuilding them");
+    return false;
+  }
+  document_index_ = (*arrays)[0];
+  sample_index_ = (*arrays)[1];
+  shuffle_index_ = (*arrays)[2];
+  return true;
+}
+
+void GptDataset::build_indices() {
+  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
+  std::vector<std::int32_t> documents(static_cast<std::size_t>(documents_.end - documents_.begin));
+  std::iota(documents.begin(), documents.end(), static_cast<std::int32_t>(documents_.begin));
+  std::int64_t tokens_per_epoch = 0;
+  for (std::int32_t d : documents) tokens_per_epoch += lengths[static_cast<std::size_t>(d)];
+  const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
+  const EpochPlan plan =
+      plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
+
+  RandomState random(config_.random_seed);
+  std::vector<std::int32_t> document_index =
+      build_document_index(documents, plan.num_epochs, random, plan.separate_final_epoch);
+  const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
+  sample_index_ = build_sample_index(lengths, document_index, config_.sequence_length,
+                                     plan.num_epochs, tokens_per_epoch, drop_last, extra);
+  const std::uint64_t total = sample_index_.shape()[0] - 1;
+  shuffle_index_ = build_shuffle_index(
+      plan.separate_final_epoch ? static_cast<std::uint64_t>(plan.num_samples_sans_final_epoch)
+                                : total,
+      total, random);
+  document_index_ = IndexArray::from_vector(std::move(document_index));
+  built_anew_ = true;
+  log_info(config_.info, str_cat("> total number of samples: ", total));
+  log_info(config_.info, str_cat("> total number of epochs: ", plan.num_epochs));
+}
+
+void GptDataset::read_text(std::uint64_t k, std::span<std::int64_t> text) const {
+  MEGATRON_CHECK(k < size(), class_name_, " ", split_name(split_), ": sample ", k,
+                 " requested, the dataset has ", size());
+  const auto sample = static_cast<std::uint64_t>(shuffle_index_.at(k));
+  MEGATRON_CHECK(sample + 1 < sample_index_.shape()[0], cache_folder_, ": shuffle index entry ",
+                 sample, " is outside the sample index");
+  const std::int64_t d0 = sample_index_.at(2 * sample), o0 = sample_index_.at(2 * sample + 1);
+  const std::int64_t d1 = sample_index_.at(2 * sample + 2), o1 = sample_index_.at(2 * sample + 3);
+  const std::int64_t extra = options_.add_extra_token ? 1 : 0;
+  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
+  std::size_t filled = 0;
+  const auto take = [&](std::int64_t position, std::int64_t offset, std::int64_t length) {
+    MEGATRON_CHECK(position >= 0 && static_cast<std::uint64_t>(position) < document_index_.size(),
+                   cache_folder_, ": sample index position ", position, " is outside the ",
+                   "document index");
+    MEGATRON_CHECK(filled + static_cast<std::size_t>(length) <= text.size(), cache_folder_,
+                   ": sample ", sample, " spans more than ", text.size(), " tokens");
+    source_->read(document_index_.at(static_cast<std::uint64_t>(position)), offset, length,
+                  text.data() + filled);
+    filled += static_cast<std::size_t>(length);
+  };
+  if (d0 == d1) {
+    take(d0, o0, o1 - o0 + extra);
+  } else {
+    for (std::int64_t i = d0; i <= d1; ++i) {
+      const std::int64_t offset = i > d0 ? 0 : o0;
+      std::int64_t length = o1 + extra;
+      if (i < d1) {
+        const std::int64_t sequence = document_index_.at(static_cast<std::uint64_t>(i));
+        MEGATRON_CHECK(sequence >= 0 && sequence < source_->num_sequences(), cache_folder_,
+                       ": document index entry ", sequence, " is not a sequence of ",
+                       source_->prefix());
+        length = lengths[static_cast<std::size_t>(sequence)] - offset;
+      }
+      take(i, offset, length);
+    }
+  }
+  for (std::size_t i = filled; i < text.size(); ++i) text[i] = options_.pad;
+}
+
+}  // namespace megatron::data

@@ -1,0 +1,321 @@
+// The training loop (see trainer.h): set-up, then per iteration the micro-batches with gradient
+// accumulation, clipping, the optimizer and scheduler steps, Megatron's log lines, evaluation
+// and checkpoints.
+#include "megatron/train/trainer.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+
+#include "megatron/core/check.h"
+#include "megatron/core/file_io.h"
+#include "megatron/train/training_log.h"
+#include "trainer_parts.h"
+
+namespace megatron::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Generators {
+  at::Generator default_gen;          // hidden and embedding dropout
+  at::Generator model_parallel_gen;   // initialisation of TP-sharded weights, attention dropout
+};
+
+// Sum of masked token losses and the token count of one micro batch (the backward scalar is
+// their quotient over the micro-batch count, spec 10.1).
+struct LossSum {
+  at::Tensor sum;
+  double tokens = 0.0;
+};
+
+LossSum forward_loss(const model::GptModel& model, const MicroBatch& b, const model::ForwardContext& ctx) {
+  const at::Tensor token_loss = model.forward(b.tokens, b.position_ids, b.attention_mask, b.labels, ctx);
+  return {(token_loss * b.loss_mask).sum(), b.loss_mask.sum().item<double>()};
+}
+
+class Trainer {
+ public:
+  Trainer(const Arguments& args, std::ostream& out) : args_(args), out_(out) {}
+  TrainingResult run(const std::vector<std::string>& startup_messages);
+
+ private:
+  void setup(const std::vector<std::string>& startup_messages);
+  void maybe_load();
+  void train_step();
+  double evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters);
+  void log_iteration(bool regular);
+  void save();
+  nlohmann::json run_config() const;
+
+  const Arguments& args_;
+  std::ostream& out_;
+  std::unique_ptr<parallel::ParallelState> ps_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::int64_t padded_vocab_ = 0;
+  std::unique_ptr<Generators> gens_;
+  std::unique_ptr<model::GptModel> model_;
+  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::ParamScheduler> scheduler_;
+  data::GptDatasets datasets_;
+  std::unique_ptr<BatchReader> train_reader_;
+  std::int64_t train_iters_ = 0;
+  int num_microbatches_ = 1;
+  std::int64_t iteration_ = 0;
+  std::int64_t consumed_train_ = 0;
+  std::int64_t consumed_valid_ = 0;
+  double flops_so_far_ = 0.0;
+  double flops_per_iteration_ = 0.0;
+  // Interval accumulators for the log line.
+  double interval_loss_ = 0.0;
+  std::int64_t interval_iters_ = 0;
+  Clock::time_point interval_start_;
+  double last_grad_norm_ = 0.0;
+  TrainingResult result_;
+};
+
+void Trainer::setup(const std::vector<std::string>& startup_messages) {
+  for (const auto& line : startup_messages) out_ << line << "\n";
+  out_ << format_argument_dump(args_);
+  out_ << "> building " << args_.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer") << " tokenizer ..." << std::endl;
+  tokenizer_ = build_run_tokenizer(args_);
+  padded_vocab_ = padded_vocab_size(args_, static_cast<std::int64_t>(tokenizer_->vocab_size()));
+  out_ << format_padded_vocab_line(static_cast<std::int64_t>(tokenizer_->vocab_size()), padded_vocab_) << "\n";
+  ps_ = std::make_unique<parallel::ParallelState>(
+      parallel::ParallelConfig{args_.parallel.world_size, args_.parallel.tensor_model_parallel_size,
+                               args_.parallel.pipeline_model_parallel_size, args_.parallel.context_parallel_size,
+                               args_.parallel.use_tp_pp_dp_mapping},
+      args_.parallel.rank);
+  const auto seed = static_cast<std::uint64_t>(args_.training.seed);
+  out_ << "> setting random seeds to " << seed << " ..." << std::endl;
+  gens_ = std::make_unique<Generators>(Generators{at::make_generator<at::CPUGeneratorImpl>(ps_->default_seed(seed)),
+                                                  at::make_generator<at::CPUGeneratorImpl>(ps_->model_parallel_seed(seed))});
+  model_ = std::make_unique<model::GptModel>(to_model_config(args_, padded_vocab_), *ps_, gens_->model_parallel_gen);
+  std::int64_t count = 0;
+  for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
+  out_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
+       << ps_->pp_rank() << "): " << count << std::endl;
+  optimizer_ = std::make_unique<optim::AdamW>(
+      model_->named_parameters(),
+      optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps});
+  scheduler_ = std::make_unique<optim::ParamScheduler>(to_scheduler_config(args_));
+  train_iters_ = total_train_iters(args_);
+  const FlopsShape shape{args_.model.num_layers, args_.model.hidden_size, args_.model.ffn_hidden_size,
+                         args_.model.num_attention_heads, model_->config().num_query_groups,
+                         args_.model.kv_channels, padded_vocab_, args_.model.seq_length, args_.model.swiglu};
+  flops_per_iteration_ = flops_per_batch(shape, args_.training.global_batch_size);
+  num_microbatches_ = num_microbatches(args_);
+  out_ << "setting number of microbatches to constant " << num_microbatches_ << std::endl;
+  maybe_load();
+  datasets_ = build_run_datasets(args_, *tokenizer_, out_);
+  MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters_, "the training split is empty; check --split");
+  if (datasets_.train() != nullptr && iteration_ < train_iters_) {
+    train_reader_ = std::make_unique<BatchReader>(*datasets_.train(), static_cast<std::uint64_t>(consumed_train_),
+                                                  args_.training.micro_batch_size);
+  }
+  if (args_.checkpoint.save) {
+    std::filesystem::create_directories(*args_.checkpoint.save);
+    AtomicFile config_file((std::filesystem::path(*args_.checkpoint.save) / "run_config.json").string());
+    const std::string text = run_config().dump(2) + "\n";
+    config_file.write(text.data(), text.size());
+    config_file.commit();
+  }
+}
+
+nlohmann::json Trainer::run_config() const {
+  nlohmann::json config = nlohmann::json::parse(to_json(args_));
+  config["padded_vocab_size_resolved"] = padded_vocab_;
+  return config;
+}
+
+void Trainer::maybe_load() {
+  if (!args_.checkpoint.load) return;
+  const std::string& root = *args_.checkpoint.load;
+  const auto tracker = checkpoint::read_tracker(root);
+  if (!tracker) {
+    out_ << "WARNING: could not find the metadata file " << root << "/" << checkpoint::kTrackerFile
+         << "\n    will not load any checkpoints and will start from random" << std::endl;
+    return;
+  }
+  const bool finetune = args_.checkpoint.finetune;
+  out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
+  const auto state = checkpoint::load_checkpoint(root, *tracker, ps_->checkpoint_shard_name(),
+                                                 !finetune && !args_.checkpoint.no_load_optim,
+                                                 !finetune && !args_.checkpoint.no_load_rng);
+  const auto differences = model_shape_differences(state.config, run_config());
+  if (!differences.empty()) {
+    std::string message = "checkpoint " + checkpoint::iteration_folder(root, *tracker) +
+                          " was saved for a different model:";
+    for (const auto& d : differences) message += "\n  " + d;
+    MEGATRON_FAIL(message);
+  }
+  load_parameters(model_->named_parameters(), state.model, checkpoint::iteration_folder(root, *tracker));
+  if (!finetune) {
+    iteration_ = state.iteration;
+    consumed_train_ = state.consumed_train_samples;
+    consumed_valid_ = state.consumed_valid_samples;
+    flops_so_far_ = state.floating_point_operations_so_far;
+    scheduler_->set_num_steps(state.scheduler_num_steps);
+    if (!args_.checkpoint.no_load_optim) optimizer_->load_state(state.optimizer, state.optimizer_steps);
+    for (const auto& [name, t] : state.rng) {
+      if (name == "default") gens_->default_gen.set_state(t);
+      if (name == "model_parallel") gens_->model_parallel_gen.set_state(t);
+    }
+  }
+  out_ << " successfully loaded checkpoint from " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp()
+       << ", p " << ps_->pp_rank() + 1 << "/" << ps_->pp() << " ] at iteration " << iteration_ << std::endl;
+}
+
+void Trainer::train_step() {
+  const model::ForwardContext ctx{true, &gens_->default_gen, &gens_->model_parallel_gen};
+  double loss_sum = 0.0, tokens = 0.0;
+  for (int m = 0; m < num_microbatches_; ++m) {
+    const auto batch = train_reader_->next();
+    MEGATRON_CHECK(batch.has_value(), "the training data ran out at iteration ", iteration_ + 1,
+                   " (consumed samples ", consumed_train_, "); this is a bug in the sample counts");
+    LossSum l = forward_loss(*model_, *batch, ctx);
+    ((l.sum / std::max(1.0, l.tokens)) / num_microbatches_).backward();
+    loss_sum += l.sum.item<double>();
+    tokens += l.tokens;
+  }
+  const double loss = loss_sum / std::max(1.0, tokens);
+  MEGATRON_CHECK(std::isfinite(loss), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
+                 ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
+  last_grad_norm_ = optim::clip_grad_norm(model_->named_parameters(), args_.optimizer.clip_grad);
+  MEGATRON_CHECK(std::isfinite(last_grad_norm_), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
+                 ": the gradient norm is not finite; stopping");
+  optimizer_->step(scheduler_->lr(), scheduler_->wd());
+  optimizer_->zero_grad();
+  scheduler_->step(args_.training.global_batch_size);
+  ++iteration_;
+  consumed_train_ += args_.training.global_batch_size;
+  flops_so_far_ += flops_per_iteration_;
+  interval_loss_ += loss;
+  ++interval_iters_;
+  result_.iteration_losses.push_back(loss);
+}
+
+double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
+  at::NoGradGuard no_grad;
+  const model::ForwardContext ctx{false, nullptr, nullptr};
+  BatchReader reader(dataset, static_cast<std::uint64_t>(consumed), args_.training.micro_batch_size);
+  double loss_sum = 0.0, tokens = 0.0;
+  for (std::int64_t i = 0; i < iters; ++i) {
+    for (int m = 0; m < num_microbatches_; ++m) {
+      const auto batch = reader.next();
+      MEGATRON_CHECK(batch.has_value(), "the evaluation data ran out after ", consumed, " samples");
+      const LossSum l = forward_loss(*model_, *batch, ctx);
+      loss_sum += l.sum.item<double>();
+      tokens += l.tokens;
+    }
+    consumed += args_.training.global_batch_size;
+  }
+  return loss_sum / std::max(1.0, tokens);
+}
+
+void Trainer::log_iteration(bool regular) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - interval_start_).count();
+  IterationLogFields f;
+  f.timestamp = timestamp_now();
+  f.iteration = iteration_;
+  f.train_iters = train_iters_;
+  f.consumed_samples = consumed_train_;
+  f.elapsed_ms_per_iteration = 1000.0 * seconds / static_cast<double>(interval_iters_);
+  if (args_.logging.log_throughput) {
+    const double per_iteration_s = seconds / static_cast<double>(interval_iters_);
+    f.tflops_per_gpu = flops_per_iteration_ / (per_iteration_s * 1e12 * args_.parallel.world_size);
+    f.tokens_per_second_per_gpu = static_cast<double>(args_.training.global_batch_size) * args_.model.seq_length /
+                                  per_iteration_s / args_.parallel.world_size;
+  }
+  f.learning_rate = scheduler_->lr();
+  f.global_batch_size = args_.training.global_batch_size;
+  f.losses = {{"lm loss", interval_loss_ / static_cast<double>(interval_iters_)}};
+  if (args_.optimizer.clip_grad > 0) f.grad_norm = last_grad_norm_;
+  out_ << format_iteration_line(f) << std::endl;
+  if (regular) {
+    interval_loss_ = 0.0;
+    interval_iters_ = 0;
+    interval_start_ = Clock::now();
+  }
+}
+
+void Trainer::save() {
+  const std::string& root = *args_.checkpoint.save;
+  out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << iteration_ << " to "
+       << root << " in megatron-cpp format" << std::endl;
+  checkpoint::CheckpointState state;
+  state.iteration = iteration_;
+  state.consumed_train_samples = consumed_train_;
+  state.consumed_valid_samples = consumed_valid_;
+  state.scheduler_num_steps = scheduler_->num_steps();
+  state.optimizer_steps = optimizer_->step_count();
+  state.floating_point_operations_so_far = flops_so_far_;
+  state.config = run_config();
+  state.model = model_->named_parameters();
+  if (!args_.checkpoint.no_save_optim) state.optimizer = optimizer_->state();
+  if (!args_.checkpoint.no_save_rng) {
+    state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};
+  }
+  checkpoint::save_checkpoint(root, state, ps_->checkpoint_shard_name());
+  out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration_
+       << " to " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/"
+       << ps_->pp() << " ]" << std::endl;
+}
+
+TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
+  setup(startup_messages);
+  out_ << "done with setup ...\ntraining ..." << std::endl;
+  interval_start_ = Clock::now();
+  const std::int64_t start_iteration = iteration_;
+  std::int64_t last_saved = iteration_;
+  const auto& save_interval = args_.checkpoint.save_interval;
+  while (iteration_ < train_iters_) {
+    train_step();
+    const bool regular = iteration_ % args_.logging.log_interval == 0;
+    if (regular || iteration_ == start_iteration + 1) log_iteration(regular);
+    if (args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0 && datasets_.valid() &&
+        args_.logging.eval_iters > 0) {
+      const double v = evaluate(*datasets_.valid(), consumed_valid_, args_.logging.eval_iters);
+      out_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
+      interval_start_ = Clock::now();
+    }
+    if (args_.checkpoint.save && save_interval && iteration_ % *save_interval == 0) {
+      save();
+      last_saved = iteration_;
+    }
+    if (args_.training.exit_interval && iteration_ % *args_.training.exit_interval == 0) {
+      out_ << "exiting program at iteration " << iteration_ << std::endl;
+      break;
+    }
+  }
+  if (args_.checkpoint.save && last_saved != iteration_) save();
+  if (datasets_.valid() && args_.logging.eval_iters > 0) {
+    std::int64_t consumed = consumed_valid_;
+    const double v = evaluate(*datasets_.valid(), consumed, args_.logging.eval_iters);
+    out_ << format_validation_block("iteration " + std::to_string(iteration_) + " on validation set",
+                                    {{"lm loss", v}})
+         << std::endl;
+    result_.final_validation_loss = v;
+  }
+  if (datasets_.test() && args_.logging.eval_iters > 0) {
+    std::int64_t consumed = 0;
+    const double v = evaluate(*datasets_.test(), consumed, args_.logging.eval_iters);
+    out_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
+         << std::endl;
+  }
+  result_.final_iteration = iteration_;
+  return result_;
+}
+
+}  // namespace
+
+TrainingResult run_training(const Arguments& args, const std::vector<std::string>& startup_messages, std::ostream& out) {
+  Trainer trainer(args, out);
+  return trainer.run(startup_messages);
+}
+
+}  // namespace megatron::train

@@ -1,0 +1,59 @@
+// Pieces of the trainer (private to src/train): configuration mapping from the command line to
+// the modules, micro-batch reading from a dataset into tensors, and checkpoint state mapping.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "megatron/checkpoint/checkpoint.h"
+#include "megatron/data/data_sampler.h"
+#include "megatron/data/dataset_builder.h"
+#include "megatron/model/gpt_model.h"
+#include "megatron/optim/adamw.h"
+#include "megatron/optim/param_scheduler.h"
+#include "megatron/tokenizer/tokenizer.h"
+#include "megatron/train/arguments.h"
+
+namespace megatron::train {
+
+model::ModelConfig to_model_config(const Arguments& args, std::int64_t padded_vocab);
+optim::SchedulerConfig to_scheduler_config(const Arguments& args);
+std::unique_ptr<tokenizer::Tokenizer> build_run_tokenizer(const Arguments& args);
+data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tokenizer& tokenizer,
+                                     std::ostream& out);
+
+struct MicroBatch {
+  at::Tensor tokens;        // [b, s] int64
+  at::Tensor labels;        // [b, s] int64
+  at::Tensor loss_mask;     // [b, s] float
+  at::Tensor position_ids;  // [b, s] int64
+  at::Tensor attention_mask;  // [b, 1, s, s] bool (true = masked), or undefined (plain causal)
+};
+
+// Micro batches of one split in Megatron's sampler order, from `consumed_samples` on.
+class BatchReader {
+ public:
+  BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size);
+  // The next micro batch; nullopt when the split has no complete step batch left.
+  std::optional<MicroBatch> next();
+  std::uint64_t consumed_samples() const { return sampler_.consumed_samples(); }
+
+ private:
+  const data::SampleDataset* dataset_;
+  data::PretrainingSampler sampler_;
+  int micro_batch_size_;
+  std::vector<std::uint64_t> indices_;
+};
+
+// The model-shape entries of two resolved configurations that differ, "name: saved X, now Y".
+std::vector<std::string> model_shape_differences(const nlohmann::json& saved, const nlohmann::json& now);
+
+// Copies checkpoint tensors into the model's parameters; every name and shape must match
+// (differences are listed in the error).
+void load_parameters(const parallel::NamedTensors& params, const checkpoint::NamedTensors& saved,
+                     const std::string& where);
+
+}  // namespace megatron::train

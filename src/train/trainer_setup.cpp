@@ -1,0 +1,199 @@
+// Command line -> module configurations, datasets, micro-batch tensors and checkpoint mapping
+// (see trainer_parts.h).
+#include <map>
+#include <ostream>
+
+#include "megatron/core/check.h"
+#include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "trainer_parts.h"
+
+namespace megatron::train {
+
+model::ModelConfig to_model_config(const Arguments& args, std::int64_t padded_vocab) {
+  const ModelArgs& m = args.model;
+  model::ModelConfig c;
+  c.num_layers = m.num_layers;
+  c.hidden_size = m.hidden_size;
+  c.ffn_hidden_size = m.ffn_hidden_size;
+  c.num_attention_heads = m.num_attention_heads;
+  c.num_query_groups = m.group_query_attention ? m.num_query_groups : m.num_attention_heads;
+  c.kv_channels = m.kv_channels;
+  c.seq_length = m.seq_length;
+  c.max_position_embeddings = m.max_position_embeddings;
+  c.position_embedding = m.position_embedding_type == PositionEmbeddingType::kRope
+                             ? model::PositionEmbedding::kRope
+                             : model::PositionEmbedding::kLearnedAbsolute;
+  c.rotary_base = static_cast<double>(m.rotary_base);
+  c.rotary_percent = m.rotary_percent;
+  c.normalization = m.normalization == Normalization::kRmsNorm ? model::Normalization::kRmsNorm
+                                                                : model::Normalization::kLayerNorm;
+  c.norm_epsilon = m.norm_epsilon;
+  c.swiglu = m.swiglu;
+  c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
+  c.add_bias_linear = m.add_bias_linear;
+  c.init_method_std = m.init_method_std;
+  c.attention_dropout = m.attention_dropout;
+  c.hidden_dropout = m.hidden_dropout;
+  c.padded_vocab_size = padded_vocab;
+  return c;
+}
+
+optim::SchedulerConfig to_scheduler_config(const Arguments& args) {
+  const SchedulerSteps s = scheduler_steps(args);
+  optim::SchedulerConfig c;
+  c.max_lr = s.max_lr;
+  c.min_lr = s.min_lr;
+  c.init_lr = s.init_lr;
+  c.warmup_steps = s.warmup_steps;
+  c.decay_steps = s.decay_steps;
+  c.decay_style = static_cast<optim::LrDecayStyle>(static_cast<int>(s.decay_style));
+  c.wsd_decay_steps = s.wsd_decay_steps.value_or(0);
+  c.wsd_decay_style = static_cast<optim::WsdDecayStyle>(static_cast<int>(s.wsd_decay_style));
+  c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
+  c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
+  c.wd_incr_steps = s.weight_decay_incr_steps;
+  c.wd_incr_style = args.optimizer.weight_decay_incr_style == "linear"   ? optim::WdIncrStyle::kLinear
+                    : args.optimizer.weight_decay_incr_style == "cosine" ? optim::WdIncrStyle::kCosine
+                                                                         : optim::WdIncrStyle::kConstant;
+  return c;
+}
+
+std::unique_ptr<tokenizer::Tokenizer> build_run_tokenizer(const Arguments& args) {
+  tokenizer::TokenizerOptions o;
+  o.type = args.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer");
+  o.vocab_file = args.tokenizer.vocab_file.value_or("");
+  o.merge_file = args.tokenizer.merge_file.value_or("");
+  o.vocab_size = args.tokenizer.vocab_size.value_or(0);
+  return tokenizer::build_tokenizer(o);
+}
+
+namespace {
+
+data::TokenizerInfo tokenizer_info(const Arguments& args, const tokenizer::Tokenizer& tok) {
+  data::TokenizerInfo info;
+  info.vocab_size = tok.vocab_size();
+  info.eod = tok.eod();
+  // Megatron's legacy unique_identifiers: the class name, the files, then the options.
+  info.identifiers.set("class", tok.type() == "NullTokenizer" ? "_NullTokenizer" : "_GPT2BPETokenizer");
+  data::PyJson paths(data::PyJson::List{});
+  if (tok.type() != "NullTokenizer") {
+    paths.push_back(args.tokenizer.vocab_file.value_or(""));
+    paths.push_back(args.tokenizer.merge_file.value_or(""));
+  }
+  info.identifiers.set("tokenizer_path", paths);
+  return info;
+}
+
+}  // namespace
+
+data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tokenizer& tok, std::ostream& out) {
+  data::DataPaths paths;
+  const DataArgs& d = args.data;
+  paths.data_path = d.data_path.value_or(std::vector<std::string>{});
+  paths.train_data_path = d.train_data_path.value_or(std::vector<std::string>{});
+  paths.valid_data_path = d.valid_data_path.value_or(std::vector<std::string>{});
+  paths.test_data_path = d.test_data_path.value_or(std::vector<std::string>{});
+  paths.mock_data = d.mock_data;
+  paths.split = d.split;
+  data::SampleCountArgs counts;
+  counts.train_samples = args.training.train_samples;
+  counts.train_iters = total_train_iters(args);
+  counts.global_batch_size = args.training.global_batch_size;
+  counts.eval_interval = args.logging.eval_interval;
+  counts.eval_iters = args.logging.eval_iters;
+  const data::SplitSamples samples = data::train_valid_test_num_samples(counts);
+  out << "> building train, validation, and test datasets ...\n" << data::format_target_sizes(samples);
+  out << "> building train, validation, and test datasets for GPT ..." << std::endl;
+  data::GptDatasetConfig config;
+  config.random_seed = static_cast<std::uint32_t>(args.training.seed);
+  config.sequence_length = args.model.seq_length;
+  config.tokenizer = tokenizer_info(args, tok);
+  config.data_cache_path = d.data_cache_path.value_or("");
+  config.reset_position_ids = d.reset_position_ids;
+  config.reset_attention_mask = d.reset_attention_mask;
+  config.eod_mask_loss = d.eod_mask_loss;
+  config.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
+  config.info = [&out](const std::string& line) { out << "INFO:megatron.core.datasets:" << line << "\n"; };
+  config.warning = [&out](const std::string& line) { out << "WARNING:megatron.core.datasets:" << line << "\n"; };
+  auto datasets = data::build_gpt_datasets(paths, samples, config);
+  out << "> finished creating GPT datasets ..." << std::endl;
+  return datasets;
+}
+
+BatchReader::BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size)
+    : dataset_(&dataset),
+      sampler_(dataset.size(), consumed_samples, micro_batch_size, /*dp_rank=*/0, /*dp_size=*/1),
+      micro_batch_size_(micro_batch_size) {}
+
+std::optional<MicroBatch> BatchReader::next() {
+  if (!sampler_.next(indices_)) return std::nullopt;
+  const std::int64_t b = micro_batch_size_, s = dataset_->sequence_length();
+  MicroBatch batch;
+  batch.tokens = at::empty({b, s}, at::kLong);
+  batch.labels = at::empty({b, s}, at::kLong);
+  batch.loss_mask = at::empty({b, s}, at::kFloat);
+  batch.position_ids = at::empty({b, s}, at::kLong);
+  const bool reset_mask = dataset_->sample_options().reset_attention_mask;
+  if (reset_mask) batch.attention_mask = at::ones({b, 1, s, s}, at::kBool).triu(1);
+  std::vector<std::int32_t> starts;
+  for (std::int64_t i = 0; i < b; ++i) {
+    auto span_of = [&](const at::Tensor& t, auto* type_tag) {
+      using T = std::remove_pointer_t<decltype(type_tag)>;
+      return std::span<T>(t.data_ptr<T>() + i * s, static_cast<std::size_t>(s));
+    };
+    data::SampleBuffers out{span_of(batch.tokens, static_cast<std::int64_t*>(nullptr)),
+                            span_of(batch.labels, static_cast<std::int64_t*>(nullptr)),
+                            span_of(batch.loss_mask, static_cast<float*>(nullptr)),
+                            span_of(batch.position_ids, static_cast<std::int64_t*>(nullptr)),
+                            reset_mask ? &starts : nullptr};
+    dataset_->read_sample(indices_[static_cast<std::size_t>(i)], out);
+    if (reset_mask) {
+      // A query at or after a document start never sees keys before it.
+      at::Tensor m = batch.attention_mask[i][0];
+      for (const std::int32_t start : starts) m.slice(0, start).slice(1, 0, start).fill_(true);
+    }
+  }
+  return batch;
+}
+
+std::vector<std::string> model_shape_differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  static const char* kShapeKeys[] = {
+      "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
+      "num_query_groups", "kv_channels", "max_position_embeddings", "position_embedding_type", "rotary_percent",
+      "normalization", "swiglu", "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size_resolved"};
+  std::vector<std::string> out;
+  for (const char* key : kShapeKeys) {
+    const auto a = saved.contains(key) ? saved.at(key).dump() : std::string("(absent)");
+    const auto b = now.contains(key) ? now.at(key).dump() : std::string("(absent)");
+    if (a != b) out.push_back(str_cat(key, ": checkpoint ", a, ", command line ", b));
+  }
+  return out;
+}
+
+void load_parameters(const parallel::NamedTensors& params, const checkpoint::NamedTensors& saved,
+                     const std::string& where) {
+  std::vector<std::string> problems;
+  std::map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, t] : saved) by_name[name] = &t;
+  for (const auto& [name, p] : params) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      problems.push_back(name + ": missing from the checkpoint");
+    } else if (it->second->sizes() != p.sizes()) {
+      problems.push_back(str_cat(name, ": checkpoint shape ", it->second->sizes(), ", model shape ", p.sizes()));
+    }
+    if (it != by_name.end()) by_name.erase(it);
+  }
+  for (const auto& [name, t] : by_name) problems.push_back(name + ": in the checkpoint but not in this model");
+  if (!problems.empty()) {
+    std::string message = "checkpoint " + where + " does not fit the model:";
+    for (const auto& p : problems) message += "\n  " + p;
+    MEGATRON_FAIL(message);
+  }
+  at::NoGradGuard no_grad;
+  std::map<std::string, const at::Tensor*> lookup;
+  for (const auto& [name, t] : saved) lookup[name] = &t;
+  for (const auto& [name, p] : params) p.copy_(*lookup.at(name));
+}
+
+}  // namespace megatron::train

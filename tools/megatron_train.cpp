@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "megatron/core/allocator.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/train/arguments.h"
@@ -19,6 +20,7 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  megatron::keep_freed_memory_for_reuse();
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (megatron::train::help_requested(args)) {
     std::cout << megatron::train::help_text();

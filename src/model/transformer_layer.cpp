@@ -12,8 +12,9 @@ at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at:
   {
     at::NoGradGuard no_grad;
     mask.bernoulli_(1.0 - p, gen ? std::optional<at::Generator>(*gen) : std::nullopt);
+    mask.mul_(1.0 / (1.0 - p));  // the kept elements' scale, folded into the mask
   }
-  return x * mask * (1.0 / (1.0 - p));
+  return x * mask;
 }
 
 Norm::Norm(const ModelConfig& config) : kind_(config.normalization), eps_(config.norm_epsilon) {

@@ -2,6 +2,7 @@
 #include "megatron/optim/adamw.h"
 
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/linalg_vector_norm.h>
 
 #include <cmath>
 
@@ -78,7 +79,10 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   at::NoGradGuard no_grad;
   double sum_sq = 0.0;
   for (const auto& [name, p] : params) {
-    if (p.grad().defined()) sum_sq += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    if (p.grad().defined()) {
+      const double n = at::linalg_vector_norm(p.grad(), 2).item<double>();  // fp32 accumulation, as torch
+      sum_sq += n * n;
+    }
   }
   const double norm = std::sqrt(sum_sq);
   if (max_norm > 0.0) {

@@ -273,6 +273,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   const std::int64_t start_iteration = iteration_;
   std::int64_t last_saved = iteration_;
   const auto& save_interval = args_.checkpoint.save_interval;
+  bool exited = false;
   while (iteration_ < train_iters_) {
     train_step();
     const bool regular = iteration_ % args_.logging.log_interval == 0;
@@ -288,10 +289,14 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
       last_saved = iteration_;
     }
     if (args_.training.exit_interval && iteration_ % *args_.training.exit_interval == 0) {
+      if (args_.checkpoint.save && last_saved != iteration_) save();
       out_ << "exiting program at iteration " << iteration_ << std::endl;
+      exited = true;
       break;
     }
   }
+  result_.final_iteration = iteration_;
+  if (exited) return result_;  // --exit-interval: Megatron exits right there, without the final evaluation
   if (args_.checkpoint.save && last_saved != iteration_) save();
   if (datasets_.valid() && args_.logging.eval_iters > 0) {
     std::int64_t consumed = consumed_valid_;
@@ -307,7 +312,6 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     out_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
          << std::endl;
   }
-  result_.final_iteration = iteration_;
   return result_;
 }
 

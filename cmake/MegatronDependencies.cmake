@@ -23,6 +23,7 @@ endif()
 set(MEGATRON_TORCH "AUTO" CACHE STRING "Build the LibTorch modules: AUTO (when Torch is found), ON, OFF")
 set_property(CACHE MEGATRON_TORCH PROPERTY STRINGS AUTO ON OFF)
 set(MEGATRON_HAVE_TORCH OFF)
+set(MEGATRON_HAVE_TORCH_CUDA OFF)
 if(NOT MEGATRON_TORCH STREQUAL "OFF")
   # Torch's CMake config appends its own -gencode list (down to sm_50, which nvcc 13 rejects) and
   # defines to the global CUDA flags; our kernels choose their architectures themselves.
@@ -38,6 +39,15 @@ if(NOT MEGATRON_TORCH STREQUAL "OFF")
     separate_arguments(megatron_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
     target_compile_options(megatron_libtorch INTERFACE ${megatron_torch_flags})
     message(STATUS "megatron: LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+    # The GPU-facing layer of the kernels (ATen tensors on CUDA) links LibTorch's CUDA half. It
+    # compiles and links wherever nvcc and a CUDA LibTorch are present; it runs only with a GPU.
+    if(MEGATRON_HAVE_CUDA AND TARGET torch_cuda AND TARGET c10_cuda)
+      set(MEGATRON_HAVE_TORCH_CUDA ON)
+      add_library(megatron_libtorch_cuda INTERFACE)
+      add_library(megatron::libtorch_cuda ALIAS megatron_libtorch_cuda)
+      target_link_libraries(megatron_libtorch_cuda INTERFACE megatron_libtorch torch_cuda c10_cuda CUDA::cudart)
+      message(STATUS "megatron: LibTorch CUDA layer enabled (GPU tests skip without a GPU)")
+    endif()
   elseif(MEGATRON_TORCH STREQUAL "ON")
     message(FATAL_ERROR "MEGATRON_TORCH=ON but LibTorch was not found; run scripts/setup.sh or set CMAKE_PREFIX_PATH to torch.utils.cmake_prefix_path")
   else()

@@ -9,41 +9,6 @@
 
 namespace megatron::optim {
 
-LrDecayStyle parse_lr_decay_style(const std::string& name) {
-  if (name == "constant") return LrDecayStyle::kConstant;
-  if (name == "linear") return LrDecayStyle::kLinear;
-  if (name == "cosine") return LrDecayStyle::kCosine;
-  if (name == "inverse-square-root") return LrDecayStyle::kInverseSquareRoot;
-  if (name == "WSD") return LrDecayStyle::kWsd;
-  MEGATRON_FAIL("--lr-decay-style ", name, " is not one of constant, linear, cosine, inverse-square-root, WSD");
-}
-
-WsdDecayStyle parse_wsd_decay_style(const std::string& name) {
-  if (name == "exponential") return WsdDecayStyle::kExponential;
-  if (name == "linear") return WsdDecayStyle::kLinear;
-  if (name == "cosine") return WsdDecayStyle::kCosine;
-  if (name == "minus_sqrt") return WsdDecayStyle::kMinusSqrt;
-  MEGATRON_FAIL("--lr-wsd-decay-style ", name, " is not one of exponential, linear, cosine, minus_sqrt");
-}
-
-WdIncrStyle parse_wd_incr_style(const std::string& name) {
-  if (name == "constant") return WdIncrStyle::kConstant;
-  if (name == "linear") return WdIncrStyle::kLinear;
-  if (name == "cosine") return WdIncrStyle::kCosine;
-  MEGATRON_FAIL("--weight-decay-incr-style ", name, " is not one of constant, linear, cosine");
-}
-
-const char* to_string(LrDecayStyle style) {
-  switch (style) {
-    case LrDecayStyle::kConstant: return "constant";
-    case LrDecayStyle::kLinear: return "linear";
-    case LrDecayStyle::kCosine: return "cosine";
-    case LrDecayStyle::kInverseSquareRoot: return "inverse-square-root";
-    case LrDecayStyle::kWsd: return "WSD";
-  }
-  return "?";
-}
-
 ParamScheduler::ParamScheduler(const SchedulerConfig& config) : config_(config) {
   MEGATRON_CHECK(config.min_lr >= 0.0 && config.max_lr >= config.min_lr,
                  "--lr (", config.max_lr, ") must be at least --min-lr (", config.min_lr, ") >= 0");

@@ -46,9 +46,20 @@ optim::SchedulerConfig to_scheduler_config(const Arguments& args) {
   c.init_lr = s.init_lr;
   c.warmup_steps = s.warmup_steps;
   c.decay_steps = s.decay_steps;
-  c.decay_style = static_cast<optim::LrDecayStyle>(static_cast<int>(s.decay_style));
+  switch (s.decay_style) {
+    case LrDecayStyle::kConstant: c.decay_style = optim::LrDecayStyle::kConstant; break;
+    case LrDecayStyle::kLinear: c.decay_style = optim::LrDecayStyle::kLinear; break;
+    case LrDecayStyle::kCosine: c.decay_style = optim::LrDecayStyle::kCosine; break;
+    case LrDecayStyle::kInverseSquareRoot: c.decay_style = optim::LrDecayStyle::kInverseSquareRoot; break;
+    case LrDecayStyle::kWsd: c.decay_style = optim::LrDecayStyle::kWsd; break;
+  }
   c.wsd_decay_steps = s.wsd_decay_steps.value_or(0);
-  c.wsd_decay_style = static_cast<optim::WsdDecayStyle>(static_cast<int>(s.wsd_decay_style));
+  switch (s.wsd_decay_style) {
+    case WsdDecayStyle::kExponential: c.wsd_decay_style = optim::WsdDecayStyle::kExponential; break;
+    case WsdDecayStyle::kLinear: c.wsd_decay_style = optim::WsdDecayStyle::kLinear; break;
+    case WsdDecayStyle::kCosine: c.wsd_decay_style = optim::WsdDecayStyle::kCosine; break;
+    case WsdDecayStyle::kMinusSqrt: c.wsd_decay_style = optim::WsdDecayStyle::kMinusSqrt; break;
+  }
   c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
   c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
   c.wd_incr_steps = s.weight_decay_incr_steps;

@@ -28,11 +28,6 @@ struct SchedulerConfig {
   WdIncrStyle wd_incr_style = WdIncrStyle::kConstant;
 };
 
-LrDecayStyle parse_lr_decay_style(const std::string& name);    // Megatron's names; throws
-WsdDecayStyle parse_wsd_decay_style(const std::string& name);
-WdIncrStyle parse_wd_incr_style(const std::string& name);
-const char* to_string(LrDecayStyle style);
-
 class ParamScheduler {
  public:
   // Megatron calls step(0) at construction: num_steps starts at 0.

@@ -27,9 +27,12 @@ set(MEGATRON_HAVE_TORCH_CUDA OFF)
 if(NOT MEGATRON_TORCH STREQUAL "OFF")
   # Torch's CMake config appends its own -gencode list (down to sm_50, which nvcc 13 rejects) and
   # defines to the global CUDA flags; our kernels choose their architectures themselves.
+  # It also unsets CMAKE_CUDA_ARCHITECTURES; both are restored.
   set(megatron_saved_cuda_flags "${CMAKE_CUDA_FLAGS}")
+  set(megatron_saved_cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
   find_package(Torch QUIET)
   set(CMAKE_CUDA_FLAGS "${megatron_saved_cuda_flags}")
+  set(CMAKE_CUDA_ARCHITECTURES "${megatron_saved_cuda_archs}")
   if(Torch_FOUND)
     set(MEGATRON_HAVE_TORCH ON)
     add_library(megatron_libtorch INTERFACE)

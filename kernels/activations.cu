@@ -7,7 +7,7 @@
 
 #include "megatron/kernels/activations.h"
 #include "megatron/kernels/cuda_check.h"
-#include "norm_activation_common.cuh"
+#include "common.cuh"
 
 namespace megatron::kernels {
 namespace {
@@ -122,10 +122,7 @@ __global__ void swiglu_kernel(ActivationParams p) {
 enum class Activation { kBiasGelu, kSwiglu };
 
 unsigned grid_for(int64_t items) {
-  int device = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  int sms = 0;
-  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = detail::current_device_attribute(cudaDevAttrMultiProcessorCount);
   const int64_t blocks = (items + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, static_cast<int64_t>(sms) * 32));
 }

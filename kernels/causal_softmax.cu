@@ -9,19 +9,19 @@
 
 #include "megatron/kernels/causal_softmax.h"
 #include "megatron/kernels/cuda_check.h"
-#include "softmax_common.cuh"
+#include "common.cuh"
 
 namespace megatron::kernels {
 namespace {
 
-using softmax_detail::block_reduce;
-using softmax_detail::from_float;
-using softmax_detail::load_vec;
-using softmax_detail::MaxOp;
-using softmax_detail::store_vec;
-using softmax_detail::SumOp;
-using softmax_detail::to_float;
-using softmax_detail::Vec;
+using detail::block_reduce;
+using detail::from_float;
+using detail::load_vec;
+using detail::MaxOp;
+using detail::store_vec;
+using detail::SumOp;
+using detail::to_float;
+using detail::Vec;
 
 // Shared-memory cache layout: element e of chunk c at [e * chunks + c], so the threads of a warp
 // (consecutive c) hit consecutive banks.
@@ -137,14 +137,9 @@ __global__ void causal_softmax_bwd(CausalSoftmaxBwdParams p) {
 }
 
 int max_dynamic_smem() {
-  int device = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  int bytes = 0;
-  CHECK_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return bytes - 1024;  // room for the static reduction scratch
+  // Leaves room for the static reduction scratch.
+  return detail::current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin) - 1024;
 }
-
-bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
 // Picks the vector width and the cached/uncached variant, then launches kernel_for<kVec, kCache>.
 // floats_per_element: shared-memory floats cached per row element (1 forward, 2 backward).
@@ -155,18 +150,15 @@ void launch_rows(const Params& p, bool vec_ok, int floats_per_element, cudaStrea
   MEGATRON_CHECK(p.batch_heads > 0 && p.sk > 0, "causal softmax needs a non-empty input");
   const int64_t rows = p.batch_heads * p.sq;
   MEGATRON_CHECK(rows <= INT_MAX, "causal softmax: batch_heads * sq = ", rows, " exceeds the grid limit");
-  constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+  constexpr int kWide = detail::kVec16<T>;
   const bool wide = vec_ok && p.sk % kWide == 0;
   const int64_t chunks = wide ? p.sk / kWide : p.sk;
   const dim3 grid(static_cast<unsigned>(rows));
-  const dim3 block(softmax_detail::threads_for(chunks, 4, 512));
+  const dim3 block(detail::threads_for(chunks, 4, 512));
   const size_t smem = static_cast<size_t>(p.sk) * floats_per_element * sizeof(float);
   const bool cache = p.cache_row && smem <= static_cast<size_t>(max_dynamic_smem());
   auto go = [&](auto kernel, size_t bytes) {
-    if (bytes > 48 * 1024) {
-      CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(bytes)));
-    }
+    detail::allow_dynamic_smem(kernel, static_cast<int64_t>(bytes));
     kernel<<<grid, block, bytes, stream>>>(p);
     CHECK_CUDA(cudaGetLastError());
   };
@@ -185,7 +177,7 @@ void launch_causal_softmax_fwd(const CausalSoftmaxFwdParams& params, cudaStream_
   MEGATRON_CHECK(params.x != nullptr && params.y != nullptr, "causal softmax forward: null pointer");
   dispatch_dtype(params.dtype, [&](auto t) {
     using T = decltype(t);
-    const bool vec_ok = aligned(params.x, 16) && aligned(params.y, 16);
+    const bool vec_ok = detail::aligned16(params.x) && detail::aligned16(params.y);
     launch_rows<T>(params, vec_ok, 1, stream, [](auto vec, auto cache) {
       return &causal_softmax_fwd<T, decltype(vec)::value, decltype(cache)::value>;
     });
@@ -197,7 +189,7 @@ void launch_causal_softmax_bwd(const CausalSoftmaxBwdParams& params, cudaStream_
                  "causal softmax backward: null pointer");
   dispatch_dtype(params.dtype, [&](auto t) {
     using T = decltype(t);
-    const bool vec_ok = aligned(params.dy, 16) && aligned(params.y, 16) && aligned(params.dx, 16);
+    const bool vec_ok = detail::aligned16(params.dy) && detail::aligned16(params.y) && detail::aligned16(params.dx);
     launch_rows<T>(params, vec_ok, 2, stream, [](auto vec, auto cache) {
       return &causal_softmax_bwd<T, decltype(vec)::value, decltype(cache)::value>;
     });

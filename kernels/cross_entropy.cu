@@ -10,19 +10,19 @@
 
 #include "megatron/kernels/cross_entropy.h"
 #include "megatron/kernels/cuda_check.h"
-#include "softmax_common.cuh"
+#include "common.cuh"
 
 namespace megatron::kernels {
 namespace {
 
-using softmax_detail::block_reduce;
-using softmax_detail::from_float;
-using softmax_detail::load_vec;
-using softmax_detail::MaxOp;
-using softmax_detail::store_vec;
-using softmax_detail::SumOp;
-using softmax_detail::to_float;
-using softmax_detail::Vec;
+using detail::block_reduce;
+using detail::from_float;
+using detail::load_vec;
+using detail::MaxOp;
+using detail::store_vec;
+using detail::SumOp;
+using detail::to_float;
+using detail::Vec;
 
 template <typename T, int kVec>
 __global__ void cross_entropy_fwd(CrossEntropyFwdParams p) {
@@ -100,8 +100,6 @@ __global__ void cross_entropy_bwd(CrossEntropyBwdParams p) {
   }
 }
 
-bool aligned(const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
-
 template <typename Params>
 void check_common(const Params& p, const char* what) {
   MEGATRON_CHECK(p.logits != nullptr && p.target != nullptr, what, ": null pointer");
@@ -114,11 +112,11 @@ void check_common(const Params& p, const char* what) {
 // Launches kernel_for(vec) with vec = 16 / sizeof(T) when the shapes allow it, else 1.
 template <typename T, typename Params, typename KernelFor>
 void launch_rows(const Params& p, bool ptrs_aligned, cudaStream_t stream, KernelFor kernel_for) {
-  constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+  constexpr int kWide = detail::kVec16<T>;
   const bool wide = ptrs_aligned && p.vocab % kWide == 0 && p.logits_stride % kWide == 0;
   const int64_t chunks = wide ? p.vocab / kWide : p.vocab;
   const dim3 grid(static_cast<unsigned>(p.rows));
-  const dim3 block(softmax_detail::threads_for(chunks, 8, 512));
+  const dim3 block(detail::threads_for(chunks, 8, 512));
   if (wide) kernel_for(std::integral_constant<int, kWide>{})<<<grid, block, 0, stream>>>(p);
   else kernel_for(std::integral_constant<int, 1>{})<<<grid, block, 0, stream>>>(p);
   CHECK_CUDA(cudaGetLastError());
@@ -132,7 +130,7 @@ void launch_cross_entropy_fwd(const CrossEntropyFwdParams& p, cudaStream_t strea
                  "cross entropy forward: null output pointer");
   dispatch_dtype(p.dtype, [&](auto t) {
     using T = decltype(t);
-    launch_rows<T>(p, aligned(p.logits, 16), stream,
+    launch_rows<T>(p, detail::aligned16(p.logits), stream,
                    [](auto vec) { return &cross_entropy_fwd<T, decltype(vec)::value>; });
   });
 }
@@ -143,7 +141,7 @@ void launch_cross_entropy_bwd(const CrossEntropyBwdParams& p, cudaStream_t strea
                  "cross entropy backward: null pointer");
   dispatch_dtype(p.dtype, [&](auto t) {
     using T = decltype(t);
-    launch_rows<T>(p, aligned(p.logits, 16) && aligned(p.grad, 16), stream,
+    launch_rows<T>(p, detail::aligned16(p.logits) && detail::aligned16(p.grad), stream,
                    [](auto vec) { return &cross_entropy_bwd<T, decltype(vec)::value>; });
   });
 }

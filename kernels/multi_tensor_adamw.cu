@@ -10,8 +10,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
+#include "common.cuh"
 #include "megatron/kernels/cuda_check.h"
 #include "megatron/kernels/multi_tensor_adamw.h"
 
@@ -64,33 +64,11 @@ struct AllFiniteParams {
 static_assert(sizeof(AdamWParams) <= 4096, "kernel arguments must stay under 4 KiB");
 
 template <typename T>
-struct alignas(sizeof(T) * kVec) Vec {
-  T v[kVec];
-};
+using Vec = detail::Vec<T, kVec>;
 
-template <typename T>
-__device__ __forceinline__ float to_float(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(x);
-  } else {
-    return __half2float(x);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(x);
-  } else {
-    return __float2half_rn(x);
-  }
-}
-
-__device__ __forceinline__ bool aligned(const void* p, std::size_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
-}
+using detail::aligned;
+using detail::from_float;
+using detail::to_float;
 
 __device__ __forceinline__ int find_tensor(const ChunkTable& table, int block) {
   int lo = 0;
@@ -173,7 +151,12 @@ __global__ void __launch_bounds__(kThreads) multi_tensor_adamw_kernel(const __gr
 
 template <typename GradT>
 __global__ void __launch_bounds__(kThreads) multi_tensor_all_finite_kernel(const __grid_constant__ AllFiniteParams params) {
-  if (*params.found_inf != 0) return;  // already known; the flag only ever goes 0 -> 1
+  // Already known; the flag only ever goes 0 -> 1. Other blocks of this launch may set it while this
+  // block runs, so one thread reads it: every thread must take the same branch to the barrier below.
+  __shared__ int known;
+  if (threadIdx.x == 0) known = *params.found_inf;
+  __syncthreads();
+  if (known != 0) return;
   const int t = find_tensor(params.table, static_cast<int>(blockIdx.x));
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x - params.table.block_start[t]) * kChunk;
   const std::int64_t end = min(params.numel[t], begin + kChunk);

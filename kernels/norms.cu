@@ -10,12 +10,14 @@
 
 #include "megatron/kernels/cuda_check.h"
 #include "megatron/kernels/norms.h"
-#include "norm_activation_common.cuh"
+#include "common.cuh"
 
 namespace megatron::kernels {
 namespace {
 
+using detail::allow_dynamic_smem;
 using detail::block_sum2;
+using detail::current_device_attribute;
 using detail::from_float;
 using detail::load_vec;
 using detail::store_vec;
@@ -23,7 +25,6 @@ using detail::to_float;
 using detail::Vec;
 
 constexpr int kStaticSmemBytes = 64 * sizeof(float);  // block_sum2 scratch
-constexpr int kDefaultSmemBytes = 48 * 1024;
 
 struct NormFwdParams {
   int64_t rows;
@@ -208,14 +209,6 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int fwd_threads(int64_t nvec) { return static_cast<int>(std::clamp<int64_t>(round_up((nvec + 1) / 2, 32), 32, 512)); }
 int bwd_threads(int64_t nvec) { return static_cast<int>(std::clamp<int64_t>(round_up(nvec, 32), 64, 512)); }
 
-int current_device_attribute(cudaDeviceAttr attr) {
-  int device = 0;
-  CHECK_CUDA(cudaGetDevice(&device));
-  int value = 0;
-  CHECK_CUDA(cudaDeviceGetAttribute(&value, attr, device));
-  return value;
-}
-
 int64_t max_dynamic_smem() {
   return current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin) - kStaticSmemBytes;
 }
@@ -234,18 +227,11 @@ int64_t bwd_parts(DType dtype, int64_t rows, int64_t hidden) {
   return std::max<int64_t>(1, std::min(rows, sms * per_sm));
 }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, int64_t bytes) {
-  if (bytes > kDefaultSmemBytes) {
-    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
-}
-
 template <typename T, int N>
 void launch_fwd(NormKind kind, const NormFwdParams& p, cudaStream_t stream) {
   auto kernel = kind == NormKind::kRmsNorm ? norm_fwd_kernel<T, N, true> : norm_fwd_kernel<T, N, false>;
   const int64_t smem = round_up(p.hidden * static_cast<int64_t>(sizeof(T)), 16);
-  allow_smem(kernel, smem);
+  allow_dynamic_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(p.rows), fwd_threads(p.hidden / N), smem, stream>>>(p);
   CHECK_CUDA(cudaGetLastError());
 }
@@ -255,7 +241,7 @@ void launch_bwd(NormKind kind, const NormBwdParams& p, int64_t parts, T* grad_we
                 cudaStream_t stream) {
   auto kernel = kind == NormKind::kRmsNorm ? norm_bwd_kernel<T, N, true> : norm_bwd_kernel<T, N, false>;
   const int64_t smem = bwd_smem_bytes(p.hidden, p.partial_bias != nullptr);
-  allow_smem(kernel, smem);
+  allow_dynamic_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(parts), bwd_threads(p.hidden / N), smem, stream>>>(p);
   CHECK_CUDA(cudaGetLastError());
   const unsigned blocks = static_cast<unsigned>((p.hidden + 255) / 256);

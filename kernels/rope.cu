@@ -8,13 +8,13 @@
 
 #include "megatron/kernels/cuda_check.h"
 #include "megatron/kernels/rope.h"
-#include "softmax_common.cuh"
+#include "common.cuh"
 
 namespace megatron::kernels {
 namespace {
 
-using softmax_detail::from_float;
-using softmax_detail::to_float;
+using detail::from_float;
+using detail::to_float;
 
 // Pair m of the rotated channels is (k, partner) = (m, m + rot_dim/2) half-split or
 // (2m, 2m + 1) interleaved; rotate_half gives -t[partner] at k and +t[k] at partner.
@@ -88,7 +88,7 @@ void launch_rope(const RopeParams& p, cudaStream_t stream) {
   MEGATRON_CHECK(p.s * p.b <= INT_MAX, "rope: s * b = ", p.s * p.b, " exceeds the grid limit");
   const int64_t items = p.heads * (p.hn - p.rot_dim / 2);
   const dim3 grid(static_cast<unsigned>(p.s * p.b));
-  const dim3 block(softmax_detail::threads_for(items, 4, 256));
+  const dim3 block(detail::threads_for(items, 4, 256));
   const size_t smem = static_cast<size_t>(2 * p.rot_dim) * sizeof(float);
   MEGATRON_CHECK(smem <= 48 * 1024, "rope: rot_dim ", p.rot_dim, " too large");
   dispatch_dtype(p.dtype, [&](auto t) {

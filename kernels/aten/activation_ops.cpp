@@ -5,30 +5,16 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "checks.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/activations.h"
 
 namespace megatron::kernels::aten {
 namespace {
 
-DType kernel_dtype(const char* op, const at::Tensor& x) {
-  switch (x.scalar_type()) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kHalf: return DType::kFloat16;
-    default: MEGATRON_FAIL(op, ": x has dtype ", x.scalar_type(), "; expected float32, bfloat16 or float16");
-  }
-}
+using aten_detail::check_tensor;
 
-void check_tensor(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
-  MEGATRON_CHECK(t.defined(), op, ": ", name, " is undefined");
-  MEGATRON_CHECK(t.is_cuda(), op, ": ", name, " must be a CUDA tensor (got ", t.device(),
-                 "); use the *_reference functions for CPU tensors");
-  MEGATRON_CHECK(t.device() == x.device(), op, ": ", name, " is on ", t.device(), " but x is on ", x.device());
-  MEGATRON_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " has dtype ", t.scalar_type(),
-                 " but x has ", x.scalar_type(), "; convert them to one dtype");
-  MEGATRON_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous (call .contiguous())");
-}
+DType kernel_dtype(const char* op, const at::Tensor& x) { return aten_detail::require_kernel_dtype(op, "x", x.scalar_type()); }
 
 // Validates x (and bias, grad_out when given); returns the last-dim width of x.
 int64_t check_inputs(const char* op, const at::Tensor& x, const at::Tensor& bias, bool split_halves) {

@@ -9,18 +9,14 @@
 #include <cmath>
 #include <string>
 
+#include "checks.h"
 #include "megatron/core/check.h"
 
 namespace megatron::kernels::aten {
 namespace {
 
 DType kernel_dtype(at::ScalarType t, const char* what) {
-  switch (t) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kHalf: return DType::kFloat16;
-    default: MEGATRON_FAIL("multi_tensor_adamw_: ", what, " has dtype ", t, "; expected float32, bfloat16 or float16");
-  }
+  return aten_detail::require_kernel_dtype("multi_tensor_adamw_", what, t);
 }
 
 // t: entry i of `list`; param: params[i] (the size to match); first: params[0] (the device to match).

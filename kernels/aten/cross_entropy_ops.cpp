@@ -10,20 +10,14 @@
 #include <limits>
 #include <optional>
 
+#include "checks.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/cross_entropy.h"
 
 namespace megatron::kernels {
 namespace {
 
-std::optional<DType> kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kHalf: return DType::kFloat16;
-    default: return std::nullopt;
-  }
-}
+using aten_detail::kernel_dtype;
 
 struct Flat {
   at::Tensor logits;  // [rows, vocab_shard], last dim contiguous

@@ -8,20 +8,14 @@
 
 #include <optional>
 
+#include "checks.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/rope.h"
 
 namespace megatron::kernels {
 namespace {
 
-std::optional<DType> kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kHalf: return DType::kFloat16;
-    default: return std::nullopt;
-  }
-}
+using aten_detail::kernel_dtype;
 
 // Validates t and freqs; returns freqs as fp32 [rows, rot_dim].
 at::Tensor checked_table(const at::Tensor& t, const at::Tensor& freqs, const char* name) {

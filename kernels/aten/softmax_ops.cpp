@@ -9,20 +9,14 @@
 #include <limits>
 #include <optional>
 
+#include "checks.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/causal_softmax.h"
 
 namespace megatron::kernels {
 namespace {
 
-std::optional<DType> kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return DType::kFloat32;
-    case at::kBFloat16: return DType::kBFloat16;
-    case at::kHalf: return DType::kFloat16;
-    default: return std::nullopt;
-  }
-}
+using aten_detail::kernel_dtype;
 
 void check_scores(const at::Tensor& t, const char* name) {
   MEGATRON_CHECK(t.defined() && t.dim() == 3, "causal softmax: ", name,

@@ -18,6 +18,7 @@
 #include "megatron/kernels/aten/attention_ops.h"
 #include "megatron/kernels/cuda_check.h"
 #include "megatron/kernels/device_info.h"
+#include "gpu_timing.h"
 
 namespace {
 
@@ -27,24 +28,7 @@ using megatron::kernels::aten::AttentionBackend;
 
 // Best time of `repeats` runs of fn on the current stream, in milliseconds, after `warmup` runs.
 double time_ms(const std::function<void()>& fn, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) fn();
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  double best = 0.0;
-  for (int r = 0; r < repeats; ++r) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    fn();
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    best = r == 0 ? ms : std::min(best, static_cast<double>(ms));
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  return best;
+  return megatron::bench::time_on_current_stream(fn, warmup, repeats).best_ms;
 }
 
 // Parameter shapes of a GPT with hidden 2048, ffn 8192, 18 layers, vocab 50304, 2048 positions:

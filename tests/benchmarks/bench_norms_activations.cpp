@@ -15,6 +15,7 @@
 #include "megatron/kernels/aten/norm_ops.h"
 #include "megatron/kernels/cuda_check.h"
 #include "megatron/kernels/device_info.h"
+#include "gpu_timing.h"
 
 namespace ka = megatron::kernels::aten;
 
@@ -24,25 +25,7 @@ constexpr int kWarmup = 3;
 constexpr int kRepeats = 20;
 
 double median_ms(const std::function<void()>& fn) {
-  for (int i = 0; i < kWarmup; ++i) fn();
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int i = 0; i < kRepeats; ++i) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    fn();
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  CHECK_CUDA(cudaEventDestroy(start));
-  CHECK_CUDA(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return megatron::bench::time_on_current_stream(fn, kWarmup, kRepeats).median_ms;
 }
 
 void report(const char* name, int64_t hidden, double bytes, double copy_gbs, const std::function<void()>& kernel,

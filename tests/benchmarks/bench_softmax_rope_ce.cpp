@@ -12,29 +12,13 @@
 #include "megatron/kernels/aten/rope_ops.h"
 #include "megatron/kernels/aten/softmax_ops.h"
 #include "megatron/kernels/device_info.h"
+#include "gpu_timing.h"
 
 namespace {
 
 // Best-of-`reps` milliseconds of fn on the current stream, after a warm-up call.
 double time_ms(const std::function<void()>& fn, int reps = 20) {
-  fn();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  float best = 1e30f;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(start, stream);
-    fn();
-    cudaEventRecord(stop, stream);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = ms < best ? ms : best;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
+  return megatron::bench::time_on_current_stream(fn, 1, reps).best_ms;
 }
 
 void report(const char* name, double bytes, double kernel_ms, double aten_ms, double copy_gbs) {

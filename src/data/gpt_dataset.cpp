@@ -152,10 +152,42 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
   cache.save(description_, {document_index_, sample_index_, shuffle_index_});
 }
 
+// The cache is named by its description (path, split, seed, sizes), not by the data: a dataset
+// rewritten under the same prefix would map indices of the old data. The sizes the current data
+// implies (epochs, document-index length, sample count, the last sample's offset) must match.
+std::string GptDataset::stale_problem(const std::vector<IndexArray>& arrays) const {
+  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
+  std::int64_t tokens_per_epoch = 0;
+  for (std::int64_t d = documents_.begin; d < documents_.end; ++d) tokens_per_epoch += lengths[static_cast<std::size_t>(d)];
+  const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
+  const EpochPlan plan = plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
+  const std::uint64_t expected_documents =
+      static_cast<std::uint64_t>(plan.num_epochs) * static_cast<std::uint64_t>(documents_.end - documents_.begin);
+  const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
+  const std::int64_t stream = plan.num_epochs * tokens_per_epoch - extra;
+  const std::int64_t expected_samples =
+      drop_last ? stream / config_.sequence_length : (stream + config_.sequence_length - 1) / config_.sequence_length;
+  const IndexArray& documents = arrays[0];
+  const IndexArray& samples = arrays[1];
+  const std::uint64_t rows = samples.shape()[0];
+  const auto last_doc = static_cast<std::uint64_t>(samples.at(2 * rows - 2));
+  const std::int64_t last_offset = samples.at(2 * rows - 1);
+  const std::int64_t last_sequence = documents.at(last_doc);
+  if (documents.size() != expected_documents || static_cast<std::int64_t>(rows - 1) != expected_samples ||
+      last_sequence < documents_.begin || last_sequence >= documents_.end ||
+      last_offset > lengths[static_cast<std::size_t>(last_sequence)]) {
+    return str_cat("they were built for other data than ", source_->prefix(), " holds now: ", documents.size(),
+                   " document-index entries and ", rows - 1, " samples cached, the data gives ", expected_documents,
+                   " and ", expected_samples);
+  }
+  return "";
+}
+
 bool GptDataset::load_indices(const IndexCache& cache) {
   std::string problem;
   std::optional<std::vector<IndexArray>> arrays = cache.load(description_, problem);
   if (arrays.has_value()) problem = index_problem(*arrays, num_samples_);
+  if (problem.empty()) problem = stale_problem(*arrays);
   if (!problem.empty()) {
     const std::string message = "the cached " + class_name_ + " " + split_name(split_) +
                                 " indices in " + cache_folder_ + " are unusable (" + problem + ")";

@@ -115,6 +115,7 @@ class GptDataset : public SampleDataset {
  private:
   void build_indices();
   bool load_indices(const IndexCache& cache);
+  std::string stale_problem(const std::vector<IndexArray>& arrays) const;
 
   std::shared_ptr<const TokenSource> source_;
   GptDatasetConfig config_;

@@ -7,6 +7,7 @@
 
 #include "megatron/data/dataset_builder.h"
 #include "megatron/data/index_cache.h"
+#include "megatron/data/indexed_dataset.h"
 #include "test_support.h"
 
 namespace megatron::data {
@@ -201,6 +202,40 @@ TEST(DatasetCache, DefaultFolderIsUnderThePrefix) {
   EXPECT_EQ(train_of(built).cache_folder(), folder);
   EXPECT_TRUE(std::filesystem::is_regular_file(folder + "/" + train_of(built).description_hash() +
                                                "-GPTDataset-train-shuffle_index.npy"));
+}
+
+TEST(DatasetCache, DataRewrittenUnderTheSamePrefixRebuildsTheIndices) {
+  // The cache is named by the description (path, split, seed, sizes), not the data: a dataset
+  // regenerated under the same prefix must not be read through its predecessor's indices.
+  TempDir dir;
+  const std::string prefix = copy_golden(dir);
+  DataPaths paths;
+  paths.data_path = {prefix};
+  paths.split = "90, 10, 0";
+  const std::string cache = dir / "cache";
+  EXPECT_TRUE(train_of(build_gpt_datasets(paths, {2000, 10, 10}, small_config(cache))).built_anew());
+  {
+    const IndexedDataset golden(testing::golden_dataset_prefix());
+    std::filesystem::remove(prefix + ".bin");
+    std::filesystem::remove(prefix + ".idx");
+    IndexedDatasetWriter smaller(prefix, golden.dtype());
+    for (std::size_t d = 0; d < 300; ++d) {
+      const auto doc = golden.read_document(d);
+      const std::vector<std::int32_t> tokens(doc.begin(), doc.end());
+      const std::int32_t length = static_cast<std::int32_t>(tokens.size());
+      smaller.add_document(tokens, length > 0 ? std::vector<std::int32_t>{length} : std::vector<std::int32_t>{});
+    }
+    smaller.finalize();
+  }
+  std::vector<std::string> warnings;
+  GptDatasetConfig config = small_config(cache);
+  config.warning = [&](const std::string& line) { warnings.push_back(line); };
+  const GptDatasets second = build_gpt_datasets(paths, {2000, 10, 10}, config);
+  EXPECT_TRUE(train_of(second).built_anew());
+  ASSERT_FALSE(warnings.empty());
+  expect_contains(warnings[0], {"built for other data", prefix, "rebuilding"});
+  std::vector<std::int64_t> text(129);
+  for (std::uint64_t k = 0; k < train_of(second).size(); k += 97) train_of(second).read_text(k, text);
 }
 
 TEST(DatasetCache, AtomicGroupSaveLeavesNoTemporaries) {

@@ -183,17 +183,21 @@ std::vector<std::string> model_shape_differences(const nlohmann::json& saved, co
 
 void load_parameters(const parallel::NamedTensors& params, const checkpoint::NamedTensors& saved,
                      const std::string& where) {
-  std::vector<std::string> problems;
   std::map<std::string, const at::Tensor*> by_name;
   for (const auto& [name, t] : saved) by_name[name] = &t;
+  std::vector<std::string> problems;
+  std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies;  // (parameter, saved)
   for (const auto& [name, p] : params) {
     const auto it = by_name.find(name);
     if (it == by_name.end()) {
       problems.push_back(name + ": missing from the checkpoint");
-    } else if (it->second->sizes() != p.sizes()) {
+      continue;
+    }
+    if (it->second->sizes() != p.sizes()) {
       problems.push_back(str_cat(name, ": checkpoint shape ", it->second->sizes(), ", model shape ", p.sizes()));
     }
-    if (it != by_name.end()) by_name.erase(it);
+    copies.emplace_back(&p, it->second);
+    by_name.erase(it);
   }
   for (const auto& [name, t] : by_name) problems.push_back(name + ": in the checkpoint but not in this model");
   if (!problems.empty()) {
@@ -202,9 +206,7 @@ void load_parameters(const parallel::NamedTensors& params, const checkpoint::Nam
     MEGATRON_FAIL(message);
   }
   at::NoGradGuard no_grad;
-  std::map<std::string, const at::Tensor*> lookup;
-  for (const auto& [name, t] : saved) lookup[name] = &t;
-  for (const auto& [name, p] : params) p.copy_(*lookup.at(name));
+  for (const auto& [param, value] : copies) param->copy_(*value);
 }
 
 }  // namespace megatron::train

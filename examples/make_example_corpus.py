@@ -3,12 +3,25 @@
 sources, scripts) as one jsonl document {"text": ..., "path": ...}, in sorted path order, so the
 example needs nothing from outside the repository. Usage: make_example_corpus.py OUT.jsonl"""
 import json
+import os
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SUFFIXES = {".md", ".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".txt", ".cmake"}
-SKIP_DIRS = {".git", ".venv", "build", "output"}
+SKIP_DIRS = {".git", ".venv", "build", "output", "tokenizers", "data"}  # data: tests/data
+
+
+def text_files():
+    """The repository's text files in sorted path order, without walking the skipped folders."""
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith("build")]
+        for name in files:
+            path = pathlib.Path(folder, name)
+            if path.suffix in SUFFIXES or name == "CMakeLists.txt":
+                found.append(path)
+    return sorted(found)
 
 
 def main() -> int:
@@ -20,14 +33,10 @@ def main() -> int:
     count = 0
     tmp = out.with_suffix(out.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
-        for path in sorted(ROOT.rglob("*")):
-            rel = path.relative_to(ROOT)
-            if any(part in SKIP_DIRS or part.startswith("build") for part in rel.parts):
-                continue
-            if path.is_file() and (path.suffix in SUFFIXES or path.name == "CMakeLists.txt"):
-                text = path.read_text(encoding="utf-8", errors="replace")
-                f.write(json.dumps({"text": text, "path": str(rel)}, ensure_ascii=False) + "\n")
-                count += 1
+        for path in text_files():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            f.write(json.dumps({"text": text, "path": str(path.relative_to(ROOT))}, ensure_ascii=False) + "\n")
+            count += 1
     tmp.replace(out)
     print(f"wrote {out}: {count} documents, {out.stat().st_size / 1e6:.2f} MB")
     return 0

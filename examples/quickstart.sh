@@ -4,21 +4,26 @@
 # small GPT on it on the CPU with megatron_train (Megatron's flags and log lines), stopping
 # half-way with a checkpoint, then resume to the end. Outputs go to examples/output/.
 # QUICKSTART_ITERS (default 200) sets the length of the training run.
-# GPT-2's vocab.json and merges.txt: $MEGATRON_GPT2_DIR, default ../shared/data/gpt2 beside the
-# repository (any copy of the standard gpt2-vocab.json / gpt2-merges.txt works).
+# GPT-2's tokenizer files: tokenizers/gpt2/gpt2-{vocab.json,merges.txt} in this repository, or
+# $MEGATRON_GPT2_DIR holding gpt2-vocab.json and gpt2-merges.txt (or vocab.json and merges.txt).
+# It builds only the executables; ./scripts/test.sh builds the rest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${MEGATRON_BUILD_DIR:-$ROOT/build}"
-GPT2_DIR="${MEGATRON_GPT2_DIR:-$ROOT/../shared/data/gpt2}"
+GPT2_DIR="${MEGATRON_GPT2_DIR:-$ROOT/tokenizers/gpt2}"
 OUT="$ROOT/examples/output"
 
-"$ROOT/scripts/setup.sh"
-
-if [ ! -f "$GPT2_DIR/vocab.json" ] || [ ! -f "$GPT2_DIR/merges.txt" ]; then
-  echo "quickstart: GPT-2 tokenizer files not found in $GPT2_DIR (need vocab.json and merges.txt);" \
-       "set MEGATRON_GPT2_DIR to the folder holding them" >&2
+VOCAB="$GPT2_DIR/gpt2-vocab.json"
+MERGES="$GPT2_DIR/gpt2-merges.txt"
+[ -f "$VOCAB" ] || [ ! -f "$GPT2_DIR/vocab.json" ] || VOCAB="$GPT2_DIR/vocab.json"
+[ -f "$MERGES" ] || [ ! -f "$GPT2_DIR/merges.txt" ] || MERGES="$GPT2_DIR/merges.txt"
+if [ ! -f "$VOCAB" ] || [ ! -f "$MERGES" ]; then
+  echo "quickstart: GPT-2 tokenizer files not found in $GPT2_DIR (need gpt2-vocab.json and" \
+       "gpt2-merges.txt); set MEGATRON_GPT2_DIR to the folder holding them" >&2
   exit 1
 fi
+
+"$ROOT/scripts/setup.sh" megatron_tools
 
 mkdir -p "$OUT"
 python3 "$ROOT/examples/make_example_corpus.py" "$OUT/corpus.jsonl"
@@ -27,14 +32,14 @@ python3 "$ROOT/examples/make_example_corpus.py" "$OUT/corpus.jsonl"
   --output-prefix "$OUT/example" \
   --json-keys text \
   --tokenizer-type GPT2BPETokenizer \
-  --vocab-file "$GPT2_DIR/vocab.json" \
-  --merge-file "$GPT2_DIR/merges.txt" \
+  --vocab-file "$VOCAB" \
+  --merge-file "$MERGES" \
   --append-eod \
   --workers 2 \
   --log-interval 50
 echo
 "$BUILD_DIR/tools/dataset_info" "$OUT/example_text_document" --document 0 \
-  --vocab-file "$GPT2_DIR/vocab.json" --merge-file "$GPT2_DIR/merges.txt" --max-ids 32
+  --vocab-file "$VOCAB" --merge-file "$MERGES" --max-ids 32
 echo
 echo "quickstart: dataset at $OUT/example_text_document.{bin,idx} (use it as --data-path)"
 
@@ -47,7 +52,7 @@ train() {
     --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
     --attention-dropout 0.0 --hidden-dropout 0.0 \
     --data-path "$OUT/example_text_document" --split 98,2,0 \
-    --tokenizer-type GPT2BPETokenizer --vocab-file "$GPT2_DIR/vocab.json" --merge-file "$GPT2_DIR/merges.txt" \
+    --tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file "$MERGES" \
     --log-interval 10 --eval-interval 50 --eval-iters 2 --log-throughput \
     --save "$OUT/checkpoints" --load "$OUT/checkpoints" --save-interval $((ITERS / 2)) "$@"
 }

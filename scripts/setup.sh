@@ -4,6 +4,8 @@
 #   2. LibTorch from the pinned PyTorch wheel on PyPI, in .venv/ inside the repository,
 #   3. CMake + Ninja configure and build in build/ (ccache when present; CUDA sources compile
 #      when nvcc is found, also without a GPU).
+# Usage: scripts/setup.sh [TARGET...]   builds the given Ninja targets, default everything
+# (the quickstart builds only `megatron_tools`, the executables).
 # Environment: MEGATRON_BUILD_DIR (default build), MEGATRON_SKIP_TORCH=1 (no venv/LibTorch),
 # MEGATRON_CMAKE_ARGS (extra configure flags), MEGATRON_JOBS (build parallelism).
 set -euo pipefail
@@ -75,11 +77,11 @@ configure_and_build() {
   grep -E '^-- megatron:' "$BUILD_DIR/configure.log" || true
   # Cache hits across clones in different folders (CI's fresh clone, a developer's checkout).
   export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
-  log "build: ninja -C $BUILD_DIR"
-  ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"}
+  log "build: ninja -C $BUILD_DIR $*"
+  ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"} "$@"
 }
 
 install_system_packages
 install_libtorch
-configure_and_build
+configure_and_build "$@"
 log "done: tools in $BUILD_DIR/tools"

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# End-to-end preprocess_data throughput: the shared golden corpus repeated to at least MIN_MB MB,
+# End-to-end preprocess_data throughput: the golden test corpus (tests/data) repeated to at least MIN_MB MB,
 # run with 1 and 2 workers (best of REPEATS runs each), plus peak memory (max RSS).
 # Also the single-thread tokenizer benchmark. Results: append to docs/benchmarks.md by hand.
-# Usage: tests/benchmarks/bench_preprocess.sh [BUILD_DIR] [SHARED_DATA_DIR]
+# Usage: tests/benchmarks/bench_preprocess.sh [BUILD_DIR]   (a full build: it holds the test data)
 # Env: MIN_MB (100), REPEATS (3), WORKERS ("1 2").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${1:-$ROOT/build}"
-DATA="${2:-$ROOT/../shared/data}"
+DATA="$BUILD/tests/data"
+VOCAB="$ROOT/tokenizers/gpt2/gpt2-vocab.json"
+MERGES="$ROOT/tokenizers/gpt2/gpt2-merges.txt"
 MIN_MB="${MIN_MB:-100}"
 REPEATS="${REPEATS:-3}"
 WORKERS="${WORKERS:-1 2}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-corpus="$DATA/megatron_golden/corpus.jsonl"
+corpus="$DATA/corpus.jsonl"
 copies=$(( (MIN_MB * 1000000 + $(stat -c %s "$corpus") - 1) / $(stat -c %s "$corpus") ))
 for _ in $(seq "$copies"); do cat "$corpus"; done > "$WORK/big.jsonl"
 bytes=$(stat -c %s "$WORK/big.jsonl")
@@ -22,7 +24,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "input: $corpus x $copies = $(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') MB"
 
 echo "== tokenizer, one thread =="
-"$BUILD/tests/benchmarks/bench_tokenizer" "$corpus" "$DATA/gpt2/vocab.json" "$DATA/gpt2/merges.txt" \
+"$BUILD/tests/benchmarks/bench_tokenizer" "$corpus" "$VOCAB" "$MERGES" \
   --min-mb "$MIN_MB" --repeats "$REPEATS" | tail -1
 
 echo "== preprocess_data end to end (--append-eod) =="
@@ -33,7 +35,7 @@ for w in $WORKERS; do
     rm -f "$WORK"/out_*
     start=$(date +%s.%N)
     /usr/bin/time -f "%M" -o "$WORK/rss" "$BUILD/tools/preprocess_data" --input "$WORK/big.jsonl" \
-      --output-prefix "$WORK/out" --vocab-file "$DATA/gpt2/vocab.json" --merge-file "$DATA/gpt2/merges.txt" \
+      --output-prefix "$WORK/out" --vocab-file "$VOCAB" --merge-file "$MERGES" \
       --tokenizer-type GPT2BPETokenizer --append-eod --workers "$w" --log-interval 1000000 >/dev/null
     end=$(date +%s.%N)
     mbs=$(awk -v b="$bytes" -v s="$start" -v e="$end" 'BEGIN{printf "%.2f", b/1e6/(e-s)}')

@@ -4,9 +4,9 @@ and megatron_train's start-up time with cached dataset indices.
 The model (about 10M parameters with GPT-2's padded vocabulary): 6 layers, hidden 160, 5 heads,
 ffn 640, seq 256, micro batch 8, global batch 8, LayerNorm, GeLU (tanh), learned positions, tied
 output, dropout 0.1 (--dropout), AdamW, clip 1.0. Both sides use the same threads (torch.get_num_threads()).
-The C++ side trains on the shared golden dataset; the PyTorch side on random token ids of the
+The C++ side trains on the golden test dataset (BUILD_DIR/tests/data, from a full build); the PyTorch side on random token ids of the
 same shape (the data does not change the arithmetic).
-Usage: python bench_train.py BUILD_DIR SHARED_DATA_DIR [--iters 30]
+Usage: python bench_train.py BUILD_DIR [--iters 30]
 """
 import argparse
 import json
@@ -26,25 +26,29 @@ L, H, HEADS, FFN, SEQ, MBS, VOCAB = 6, 160, 5, 640, 256, 8, 50304
 DROPOUT = 0.1  # --dropout
 
 
-def megatron_args(shared, cache, iters):
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPT2 = os.path.join(ROOT, "tokenizers", "gpt2")
+
+
+def megatron_args(build, cache, iters):
     return [
         "--num-layers", str(L), "--hidden-size", str(H), "--num-attention-heads", str(HEADS),
         "--ffn-hidden-size", str(FFN), "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ),
         "--micro-batch-size", str(MBS), "--global-batch-size", str(MBS), "--train-iters", str(iters),
         "--lr", "3e-4", "--min-lr", "3e-5", "--lr-decay-style", "cosine", "--lr-warmup-iters", "2",
-        "--data-path", f"{shared}/megatron_golden/corpus_text_document", "--data-cache-path", cache,
-        "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", f"{shared}/gpt2/vocab.json",
-        "--merge-file", f"{shared}/gpt2/merges.txt", "--log-interval", "1", "--eval-iters", "0",
+        "--data-path", f"{build}/tests/data/corpus_text_document", "--data-cache-path", cache,
+        "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", f"{GPT2}/gpt2-vocab.json",
+        "--merge-file", f"{GPT2}/gpt2-merges.txt", "--log-interval", "1", "--eval-iters", "0",
         "--attention-dropout", str(DROPOUT), "--hidden-dropout", str(DROPOUT),
     ]
 
 
-def run_cpp(build, shared, iters):
+def run_cpp(build, iters):
     with tempfile.TemporaryDirectory() as cache:
-        subprocess.run([f"{build}/tools/megatron_train"] + megatron_args(shared, cache, iters) + ["--exit-interval", "1"],
+        subprocess.run([f"{build}/tools/megatron_train"] + megatron_args(build, cache, iters) + ["--exit-interval", "1"],
                        check=True, capture_output=True)  # builds the index cache for the same sample counts
         start = time.perf_counter()
-        proc = subprocess.Popen([f"{build}/tools/megatron_train"] + megatron_args(shared, cache, iters),
+        proc = subprocess.Popen([f"{build}/tools/megatron_train"] + megatron_args(build, cache, iters),
                                 stdout=subprocess.PIPE, text=True)
         startup = None
         times = []
@@ -124,7 +128,7 @@ GLIBC_REUSE = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 62)}
 
 def run_torch_subprocess(iters, extra_env):
     env = dict(os.environ, **extra_env)
-    out = subprocess.run([sys.executable, __file__, "--torch-only", "--iters", str(iters), "--dropout", str(DROPOUT), "x", "x"],
+    out = subprocess.run([sys.executable, __file__, "--torch-only", "--iters", str(iters), "--dropout", str(DROPOUT), "x"],
                          check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out)
 
@@ -132,7 +136,6 @@ def run_torch_subprocess(iters, extra_env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("shared")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--torch-only", action="store_true")
     ap.add_argument("--dropout", type=float, default=0.1)
@@ -144,7 +147,7 @@ def main():
         print(json.dumps({"params": params, "times": times}))
         return
     print(f"threads: {torch.get_num_threads()}, torch {torch.__version__}, dropout {DROPOUT}")
-    startup, cpp = run_cpp(a.build, a.shared, a.iters)
+    startup, cpp = run_cpp(a.build, a.iters)
     py = run_torch_subprocess(a.iters, {})
     py_reuse = run_torch_subprocess(a.iters, GLIBC_REUSE)
     skip = 3  # warm-up iterations

@@ -1,11 +1,12 @@
 # Shared set-up and assertions for the end-to-end scripts; sourced, never run on its own.
-# Every script is called as: script.sh PREPROCESS_DATA MERGE_DATASETS DATASET_INFO SHARED_DATA_DIR.
+# Every script is called as: script.sh PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR
+# (the build's decompressed tests/data/ and the repository's tokenizers/gpt2/).
 # Sourcing sets those paths, the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp
 # folder removed on exit). Assertions print what they check and exit 1 on the first failure.
 # shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
 
-if [[ $# -ne 4 ]]; then
-  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO SHARED_DATA_DIR" >&2
+if [[ $# -ne 5 ]]; then
+  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR" >&2
   exit 2
 fi
 # Absolute paths: the scripts run inside $WORK.
@@ -13,10 +14,11 @@ PREPROCESS=$(realpath -- "$1")
 MERGE=$(realpath -- "$2")
 INFO=$(realpath -- "$3")
 DATA=$(realpath -- "$4")
-VOCAB=$DATA/gpt2/vocab.json
-MERGES=$DATA/gpt2/merges.txt
-CORPUS=$DATA/megatron_golden/corpus.jsonl
-GOLDEN=$DATA/megatron_golden/corpus_text_document  # made by Megatron with --append-eod
+GPT2=$(realpath -- "$5")
+VOCAB=$GPT2/gpt2-vocab.json
+MERGES=$GPT2/gpt2-merges.txt
+CORPUS=$DATA/corpus.jsonl
+GOLDEN=$DATA/corpus_text_document  # made by Megatron with --append-eod
 TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file "$MERGES")
 
 for f in "$PREPROCESS" "$MERGE" "$INFO" "$VOCAB" "$MERGES" "$CORPUS" "$GOLDEN.bin" "$GOLDEN.idx"; do

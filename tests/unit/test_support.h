@@ -77,13 +77,17 @@ inline std::string read_file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// The shared test data folder (../shared/data: gpt2/, megatron_golden/), set by CMake.
-inline std::string shared_data_dir() { return MEGATRON_SHARED_DATA_DIR; }
+// The test data, all inside the repository (set by CMake): the folder the build decompresses
+// tests/data/ into, and GPT-2's tokenizer files in tokenizers/gpt2/.
+inline std::string test_data_dir() { return MEGATRON_TEST_DATA_DIR; }
+inline std::string gpt2_vocab_file() { return MEGATRON_GPT2_DIR "/gpt2-vocab.json"; }
+inline std::string gpt2_merges_file() { return MEGATRON_GPT2_DIR "/gpt2-merges.txt"; }
+
+// The corpus Megatron preprocessed into the golden dataset (8 MB of jsonl, 525 documents).
+inline std::string golden_corpus() { return test_data_dir() + "/corpus.jsonl"; }
 
 // The prefix of the Megatron-made golden dataset (corpus_text_document.{bin,idx}).
-inline std::string golden_dataset_prefix() {
-  return shared_data_dir() + "/megatron_golden/corpus_text_document";
-}
+inline std::string golden_dataset_prefix() { return test_data_dir() + "/corpus_text_document"; }
 
 // The message of the megatron::Error that `fn()` throws; a test failure and "" if it throws none.
 template <typename Fn>

@@ -17,11 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using megatron::testing::read_file_bytes;
-const std::string kShared = megatron::testing::shared_data_dir();
 
 const tokenizer::Tokenizer& gpt2() {
-  static const auto tok = tokenizer::Gpt2BpeTokenizer::from_files(kShared + "/gpt2/vocab.json",
-                                                                   kShared + "/gpt2/merges.txt");
+  static const auto tok = tokenizer::Gpt2BpeTokenizer::from_files(megatron::testing::gpt2_vocab_file(),
+                                                                   megatron::testing::gpt2_merges_file());
   return *tok;
 }
 
@@ -48,7 +47,7 @@ class Preprocess : public ::testing::Test {
 TEST_F(Preprocess, GoldenCorpusIsByteIdenticalForAnyWorkerCount) {
   const std::string golden = megatron::testing::golden_dataset_prefix();
   for (const int workers : {1, 3}) {
-    auto o = options({kShared + "/megatron_golden/corpus.jsonl"}, std::string("w").append(std::to_string(workers)));
+    auto o = options({megatron::testing::golden_corpus()}, std::string("w").append(std::to_string(workers)));
     o.workers = workers;
     const auto stats = run(o);
     const std::string prefix = output_prefix_for_key(o.output_prefix, "text");

@@ -1,4 +1,4 @@
-// GPT-2 BPE against the reference encoder's ids in ../shared/data/gpt2/vectors.jsonl, decode
+// GPT-2 BPE against the reference encoder's ids in tests/data/gpt2_vectors.jsonl, decode
 // round trips, the heap BPE path against the quadratic reference, and file errors.
 #include <gtest/gtest.h>
 
@@ -13,11 +13,11 @@
 namespace megatron::tokenizer {
 namespace {
 
-const std::string kGpt2Dir = megatron::testing::shared_data_dir() + "/gpt2";
+const std::string kVectors = megatron::testing::test_data_dir() + "/gpt2_vectors.jsonl";
 
 const Gpt2BpeTokenizer& gpt2() {
   static const auto tokenizer =
-      Gpt2BpeTokenizer::from_files(kGpt2Dir + "/vocab.json", kGpt2Dir + "/merges.txt");
+      Gpt2BpeTokenizer::from_files(megatron::testing::gpt2_vocab_file(), megatron::testing::gpt2_merges_file());
   return *tokenizer;
 }
 
@@ -27,8 +27,8 @@ struct Vector {
 };
 
 std::vector<Vector> load_vectors() {
-  std::ifstream in(kGpt2Dir + "/vectors.jsonl");
-  EXPECT_TRUE(in.good()) << "cannot open " << kGpt2Dir << "/vectors.jsonl";
+  std::ifstream in(kVectors);
+  EXPECT_TRUE(in.good()) << "cannot open " << kVectors;
   std::vector<Vector> vectors;
   std::string line;
   while (std::getline(in, line)) {
@@ -142,7 +142,7 @@ class Gpt2BpeFiles : public ::testing::Test {
 };
 
 TEST_F(Gpt2BpeFiles, MissingVocabFileNamesFlagAndPath) {
-  const auto msg = error_of(dir_ / "nope.json", kGpt2Dir + "/merges.txt");
+  const auto msg = error_of(dir_ / "nope.json", megatron::testing::gpt2_merges_file());
   EXPECT_NE(msg.find("--vocab-file"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nope.json"), std::string::npos) << msg;
 }

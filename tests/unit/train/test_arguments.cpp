@@ -12,8 +12,8 @@ using megatron::testing::error_of;
 using megatron::testing::expect_contains;
 using Args = std::vector<std::string>;
 
-std::string vocab() { return megatron::testing::shared_data_dir() + "/gpt2/vocab.json"; }
-std::string merges() { return megatron::testing::shared_data_dir() + "/gpt2/merges.txt"; }
+std::string vocab() { return megatron::testing::gpt2_vocab_file(); }
+std::string merges() { return megatron::testing::gpt2_merges_file(); }
 
 // A small valid command line; tests append flags (argparse: the last occurrence wins).
 Args base() {

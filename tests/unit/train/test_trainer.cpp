@@ -16,14 +16,13 @@ namespace {
 using testing::TempDir;
 
 std::vector<std::string> tiny_run(const TempDir& dir, std::vector<std::string> extra) {
-  const std::string shared = testing::shared_data_dir();
   std::vector<std::string> args = {
       "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
       "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "4",
       "--train-iters", "6", "--lr", "3e-3", "--min-lr", "1e-4", "--lr-decay-style", "cosine",
-      "--lr-warmup-iters", "1", "--data-path", shared + "/megatron_golden/corpus_text_document",
+      "--lr-warmup-iters", "1", "--data-path", testing::golden_dataset_prefix(),
       "--data-cache-path", (dir / "cache"), "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file",
-      shared + "/gpt2/vocab.json", "--merge-file", shared + "/gpt2/merges.txt", "--log-interval", "2",
+      testing::gpt2_vocab_file(), "--merge-file", testing::gpt2_merges_file(), "--log-interval", "2",
       "--eval-interval", "3", "--eval-iters", "1", "--make-vocab-size-divisible-by", "64"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;

@@ -1,9 +1,13 @@
 # Compiler launcher (ccache when present), warnings, and the CUDA language when nvcc is found.
+# ccache settings travel with each compile: hits across clone folders (base dir), and the
+# precompiled LibTorch headers, which ccache refuses to cache without the pch sloppiness.
 find_program(MEGATRON_CCACHE ccache)
 if(MEGATRON_CCACHE)
-  set(CMAKE_C_COMPILER_LAUNCHER "${MEGATRON_CCACHE}")
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${MEGATRON_CCACHE}")
-  set(CMAKE_CUDA_COMPILER_LAUNCHER "${MEGATRON_CCACHE}")
+  set(megatron_launcher ${CMAKE_COMMAND} -E env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} CCACHE_NOHASHDIR=1
+      CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime ${MEGATRON_CCACHE})
+  set(CMAKE_C_COMPILER_LAUNCHER ${megatron_launcher})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${megatron_launcher})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${megatron_launcher})
 endif()
 
 set(MEGATRON_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter)

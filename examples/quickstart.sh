@@ -48,7 +48,7 @@ rm -rf "$OUT/checkpoints"
 train() {
   "$BUILD_DIR/tools/megatron_train" \
     --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 \
-    --micro-batch-size 8 --global-batch-size 16 --train-iters "$ITERS" \
+    --micro-batch-size 4 --global-batch-size 8 --train-iters "$ITERS" \
     --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 10 --weight-decay 0.1 --clip-grad 1.0 \
     --attention-dropout 0.0 --hidden-dropout 0.0 \
     --data-path "$OUT/example_text_document" --split 98,2,0 \
@@ -58,7 +58,7 @@ train() {
 }
 echo
 echo "quickstart: training a 4-layer GPT for $((ITERS / 2)) of $ITERS iterations, then stopping with a checkpoint"
-train --exit-interval $((ITERS / 2)) | grep -v '^  [a-z_0-9]* \.\.\.'
+train --exit-interval $((ITERS / 2)) | grep --line-buffered -v '^  [a-z_0-9]* \.\.\.'
 echo
 echo "quickstart: resuming from $OUT/checkpoints to iteration $ITERS"
-train | grep -E 'loaded checkpoint|iteration|validation|saved'
+train | grep --line-buffered -E 'loaded checkpoint|iteration|validation|saved'

@@ -75,8 +75,6 @@ configure_and_build() {
   mkdir -p "$BUILD_DIR"
   cmake "${args[@]}" >"$BUILD_DIR/configure.log" 2>&1 || { cat "$BUILD_DIR/configure.log" >&2; exit 1; }
   grep -E '^-- megatron:' "$BUILD_DIR/configure.log" || true
-  # Cache hits across clones in different folders (CI's fresh clone, a developer's checkout).
-  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
   log "build: ninja -C $BUILD_DIR $*"
   ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"} "$@"
 }

@@ -1,15 +1,18 @@
 // merge_datasets: Megatron's tools/merge_datasets.py. Appends every X.bin/X.idx pair of a folder
-// (sorted by name) into one dataset; see megatron::data::merge_datasets.
+// (sorted by name) into one dataset; see megatron::data::merge_datasets. Long flags may be
+// abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
+#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/data/indexed_dataset.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Merge every .bin/.idx dataset pair of a folder into one dataset"};
+  app.allow_extras();
   std::string input;
   std::string output_prefix;
   bool multimodal = false;
@@ -19,9 +22,15 @@ int main(int argc, char** argv) {
                  "Path prefix of the merged dataset (its folder must exist), without .bin/.idx")
       ->required();
   app.add_flag("--multimodal", multimodal, "Merge multimodal datasets (not supported yet)");
-  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> problems;
+  try {
+    problems = megatron::tools::parse_abbreviated(app, argc, argv);  // argparse's abbreviations
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
 
   try {
+    megatron::throw_if_problems("invalid command line", problems);
     MEGATRON_CHECK(!multimodal, "--multimodal: multimodal datasets are not supported yet; only "
                    "text datasets can be merged");
     megatron::install_temp_file_cleanup();

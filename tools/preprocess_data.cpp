@@ -2,9 +2,11 @@
 // Parses flags, checks every input and output up front, runs data::preprocess, prints a summary.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <map>
 #include <iostream>
 #include <thread>
 
+#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
 #include "megatron/core/file_io.h"
@@ -35,6 +37,28 @@ constexpr Unsupported kUnsupported[] = {
     {"--tokenizer-special-tokens", "special tokens are not implemented for GPT2BPETokenizer"},
 };
 
+// Flags of older Megatron versions that the guides still use; they change nothing here.
+constexpr megatron::LegacyFlag kLegacy[] = {
+    {"--dataset-impl", "lazy cached mmap", "mmap", "Megatron's mmap format is the only one written",
+     "only Megatron's mmap .bin/.idx format is written (Megatron dropped the lazy and cached formats)"},
+    {"--chunk-size", "int", "", "the workers take documents in batches of their own size; the output does not depend on it", ""},
+    {"--legacy-tokenizer", "", "", "GPT2BPETokenizer is always Megatron's original GPT-2 tokenizer here", ""},
+};
+// Old spellings that argparse's abbreviations made work and that later flags made ambiguous.
+const std::map<std::string, std::string, std::less<>> kAliases = {{"--vocab", "--vocab-file"}};
+
+// The legacy flags given on the command line, with their values ("" for a store_true flag).
+std::map<std::string, std::string, std::less<>> given_legacy_flags(const CLI::App& app) {
+  std::map<std::string, std::string, std::less<>> given;
+  for (const auto& legacy : kLegacy) {
+    const CLI::Option* option = app.get_option(std::string(legacy.flag));
+    if (option->count() == 0) continue;
+    const std::string value = option->results().empty() ? "" : option->results().back();
+    given[std::string(legacy.flag)] = legacy.takes.empty() && value == "true" ? "" : value;
+  }
+  return given;
+}
+
 int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();
   megatron::data::PreprocessOptions options;
@@ -64,17 +88,25 @@ int run(int argc, char** argv) {
   for (const auto& u : kUnsupported) {
     app.add_option(u.flag, unsupported_given, u.why)->expected(0, 1)->group("");
   }
+  for (const auto& legacy : kLegacy) {
+    const std::string flag(legacy.flag);
+    if (legacy.takes.empty()) {
+      app.add_flag(flag)->description(std::string(legacy.note))->group("");
+    } else {
+      app.add_option(flag)->description(std::string(legacy.note))->expected(0, 1)->group("");
+    }
+  }
+
+  std::vector<std::string> problems;
   try {
-    app.parse(argc, argv);
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, kAliases);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
 
-  std::vector<std::string> known;
-  for (const CLI::Option* opt : app.get_options()) {
-    for (const auto& name : opt->get_lnames()) known.push_back("--" + name);
-  }
-  std::vector<std::string> problems = megatron::unknown_flag_problems(app.remaining(), known);
+  std::vector<std::string> notes;
+  megatron::check_legacy_flags(kLegacy, given_legacy_flags(app), notes, problems);
+  for (const auto& note : notes) std::fprintf(stderr, "preprocess_data: %s\n", note.c_str());
   for (const auto& u : kUnsupported) {
     if (app.count(u.flag) > 0) problems.push_back(std::string(u.flag) + " is not supported yet: " + u.why);
   }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "megatron/core/cli.h"
 #include "megatron/train/arguments.h"
 
 namespace megatron::train::detail {
@@ -189,6 +190,9 @@ struct CataloguedFlag {
 std::span<const CataloguedFlag> unsupported_flags();
 // Megatron flags that only choose kernels or are deprecated no-ops there: accepted with a warning.
 std::span<const CataloguedFlag> ignored_flags();
+// Flags of older Megatron versions that guides still use: accepted with a note when they change
+// nothing, refused when their value cannot be honoured (see megatron::check_legacy_flags).
+std::span<const LegacyFlag> legacy_flags();
 
 // Each field's dest and its value as Python's str() prints it in the argument dump.
 std::vector<std::pair<std::string_view, std::string>> dump_values(const Arguments& args);

@@ -216,6 +216,10 @@ void register_flags(CLI::App& app, std::map<std::string, RawValue, std::less<>>&
   });
   for (const auto& flag : detail::unsupported_flags()) add("!" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
   for (const auto& flag : detail::ignored_flags()) add("~" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
+  for (const auto& flag : detail::legacy_flags()) {
+    add("^" + std::string(flag.flag), flag.flag, flag.takes.empty() ? FlagKind::kStoreTrue : FlagKind::kValue,
+        std::string(flag.note), false);
+  }
   app.add_flag("-h,--help")->description("Print this help and exit.");
 }
 
@@ -226,7 +230,11 @@ void collect_flags(std::map<std::string, RawValue, std::less<>>& raw,
   for (const auto& [dest, option] : flag_options) {
     if (option.first->count() == 0) continue;
     RawValue value{option.second, {}, false};
-    for (const auto& result : option.first->results()) value.explicit_flag_value |= result != "true";
+    for (const auto& result : option.first->results()) {
+      if (result == "true") continue;
+      value.explicit_flag_value = true;
+      value.values = {result};
+    }
     raw[dest] = value;
   }
 }
@@ -276,6 +284,12 @@ Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptio
     const auto it = raw.find("~" + std::string(flag.flags));
     if (it != raw.end()) state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(flag.why));
   }
+  std::map<std::string, std::string, std::less<>> legacy_given;
+  for (const auto& flag : detail::legacy_flags()) {
+    const auto it = raw.find("^" + std::string(flag.flag));
+    if (it != raw.end()) legacy_given[std::string(flag.flag)] = it->second.values.empty() ? "" : it->second.values.back();
+  }
+  check_legacy_flags(detail::legacy_flags(), legacy_given, state.messages, state.problems);
   detail::for_each_field(result, ApplyValues{raw, state});
   detail::resolve_arguments(result, state, options);
   if (options.messages != nullptr) *options.messages = state.messages;

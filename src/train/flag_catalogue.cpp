@@ -1,5 +1,6 @@
 // Megatron flags (spec section 6) that this build knows by name but does not implement, and those
-// it accepts and ignores because they only pick kernels or are deprecated no-ops in Megatron.
+// it accepts and ignores because they only pick kernels or are deprecated no-ops in Megatron, and
+// flags of older Megatron versions that the guides still use.
 #include "argument_fields.h"
 
 namespace megatron::train::detail {
@@ -96,6 +97,12 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--recompute-num-layers", K::kValue, kRecompute},
     {"--distribute-saved-activations", K::kStoreTrue, kRecompute},
     {"--recompute-modules", K::kList, kRecompute},
+    // Older Megatron versions' names for recomputation and TensorBoard options.
+    {"--checkpoint-activations", K::kStoreTrue, kRecompute},
+    {"--checkpoint-num-layers", K::kValue, kRecompute},
+    {"--activations-checkpoint-method", K::kValue, kRecompute},
+    {"--activations-checkpoint-num-layers", K::kValue, kRecompute},
+    {"--log-batch-size-to-tensorboard", K::kStoreTrue, kTensorBoard},
 };
 
 constexpr std::string_view kKernelChoice = "a kernel choice in Megatron; this build picks its own kernels";
@@ -112,11 +119,23 @@ constexpr CataloguedFlag kIgnored[] = {
     {"--no-gradient-accumulation-fusion", K::kStoreTrue, kKernelChoice},
     {"--no-persist-layer-norm", K::kStoreTrue, kKernelChoice},
     {"--cross-entropy-loss-fusion", K::kStoreTrue, kKernelChoice},
+    {"--use-cpu-initialization", K::kStoreTrue, "initialisation here does not depend on the device it runs on"},
+};
+
+constexpr LegacyFlag kLegacy[] = {
+    {"--data-impl", "lazy cached mmap infer", "mmap infer", "datasets are always read as Megatron's mmap .bin/.idx",
+     "only Megatron's mmap .bin/.idx datasets are read (Megatron dropped the lazy and cached formats)"},
+    {"--DDP-impl", "local torch", "local torch", "data-parallel gradients are reduced by this build's own buffers", ""},
+    {"--no-contiguous-buffers-in-local-ddp", "", "", "gradient buffers are always contiguous", ""},
+    {"--no-scaled-masked-softmax-fusion", "", "", "this build picks its own kernels", ""},
+    {"--scaled-upper-triang-masked-softmax-fusion", "", "", "this build picks its own kernels", ""},
+    {"--no-query-key-layer-scaling", "", "", "query-key layer scaling is off unless --apply-query-key-layer-scaling", ""},
 };
 
 }  // namespace
 
 std::span<const CataloguedFlag> unsupported_flags() { return kUnsupported; }
 std::span<const CataloguedFlag> ignored_flags() { return kIgnored; }
+std::span<const LegacyFlag> legacy_flags() { return kLegacy; }
 
 }  // namespace megatron::train::detail

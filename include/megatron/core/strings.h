@@ -19,6 +19,9 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // The candidate closest to `name`, or "" when none is reasonably close.
 std::string closest_match(std::string_view name, const std::vector<std::string>& candidates);
 
+// The parts with `separator` between them: join({"a", "b"}, ", ") is "a, b".
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
 // "1.50 GiB", "12.3 MiB", "512 B".
 std::string human_bytes(std::uint64_t bytes);
 

@@ -2,6 +2,8 @@
 // validation rule, all problems reported together, and what this build rejects.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "megatron/train/arguments.h"
 #include "test_support.h"
 
@@ -315,6 +317,31 @@ TEST(Arguments, ReportsAllProblemsTogether) {
                             "\n  --tokenizer-type is required", "tensor parallelism; only 1"});
   EXPECT_EQ(message.find("multiple of --tensor-model-parallel-size"), std::string::npos) << message;
   EXPECT_EQ(message.find("--hidden-size is required"), std::string::npos) << "a bad value is reported once: " << message;
+}
+
+TEST(Arguments, OlderMegatronFlagsThatChangeNothingAreNoted) {
+  // As guides written for Megatron v2.x-23.x pass them (spelled in full: the training parser
+  // takes no abbreviations, as Megatron's sets allow_abbrev=False).
+  std::vector<std::string> messages;
+  parse_arguments(with(base(), {"--data-impl", "mmap", "--DDP-impl", "local", "--no-contiguous-buffers-in-local-ddp",
+                                "--no-query-key-layer-scaling", "--use-cpu-initialization"}),
+                  collecting(messages));
+  for (const std::string expected : {"note: --data-impl mmap (from older Megatron versions) is accepted and changes nothing",
+                                     "note: --DDP-impl local (from older Megatron versions) is accepted",
+                                     "note: --no-contiguous-buffers-in-local-ddp (from older Megatron versions) is accepted",
+                                     "note: --no-query-key-layer-scaling (from older Megatron versions) is accepted",
+                                     "WARNING: --use-cpu-initialization is ignored"}) {
+    EXPECT_EQ(std::count_if(messages.begin(), messages.end(), [&](const std::string& m) { return m.rfind(expected, 0) == 0; }), 1)
+        << expected;
+  }
+  expect_contains(problem_of(with(base(), {"--data-impl", "lazy"})),
+                  {"--data-impl lazy is not supported: only Megatron's mmap .bin/.idx datasets are read"});
+  expect_contains(problem_of(with(base(), {"--data-impl", "fast"})),
+                  {"argument --data-impl: invalid choice: 'fast' (choose from 'lazy', 'cached', 'mmap', 'infer')"});
+  expect_contains(problem_of(with(base(), {"--checkpoint-activations"})), {"activation recomputation is not implemented yet"});
+  expect_contains(problem_of(with(base(), {"--no-query-key-layer-scaling=1"})),
+                  {"argument --no-query-key-layer-scaling: ignored explicit argument '1'"});
+  expect_contains(problem_of(with(base(), {"--num-lay", "2"})), {"unknown flag --num-lay; did you mean --num-layers?"});
 }
 
 TEST(Arguments, HelpListsTheFlags) {

@@ -20,21 +20,15 @@ endfunction()
 
 # megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS ...): a GoogleTest binary whose tests
 # are registered one by one with CTest (discovered at test time) under the given labels. Test
-# sources can include the shared helpers in tests/unit/ (test_support.h), which name the test
-# data (MEGATRON_TEST_DATA_DIR, MEGATRON_GPT2_DIR; set in tests/CMakeLists.txt).
+# sources can include the shared helpers in tests/unit/ (test_support.h); the paths they name come
+# from the generated megatron_test_paths library (tests/CMakeLists.txt, tests/unit/test_paths.h).
 function(megatron_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit)
   target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} megatron_test_paths GTest::gtest GTest::gtest_main)
   add_dependencies(${name} megatron_test_data)
-  target_compile_definitions(${name} PRIVATE
-    MEGATRON_TEST_DATA_DIR="${MEGATRON_TEST_DATA_DIR}"
-    MEGATRON_GPT2_DIR="${MEGATRON_GPT2_DIR}"
-    MEGATRON_PYTHON="${MEGATRON_PYTHON}"
-    MEGATRON_TESTS_DIR="${PROJECT_SOURCE_DIR}/tests"
-    MEGATRON_TOOLS_DIR="$<TARGET_FILE_DIR:preprocess_data>")
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()

@@ -2,8 +2,8 @@
 // Parses flags, checks every input and output up front, runs data::preprocess, prints a summary.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <map>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "abbreviated_cli.h"

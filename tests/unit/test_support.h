@@ -1,6 +1,6 @@
 // Helpers shared by the unit tests: a per-test temporary folder removed on scope exit, whole-file
-// reads, the shared data folder, and matchers for megatron::Error messages. Test-only; a TempDir
-// must be made while a test runs (its name comes from the current test).
+// reads, the test data's paths (tests/data, tokenizers/gpt2), and matchers for megatron::Error
+// messages. Test-only; a TempDir must be made while a test runs (its name comes from the test).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "megatron/core/check.h"
+#include "test_paths.h"
 
 namespace megatron::testing {
 
@@ -77,11 +78,11 @@ inline std::string read_file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// The test data, all inside the repository (set by CMake): the folder the build decompresses
-// tests/data/ into, and GPT-2's tokenizer files in tokenizers/gpt2/.
-inline std::string test_data_dir() { return MEGATRON_TEST_DATA_DIR; }
-inline std::string gpt2_vocab_file() { return MEGATRON_GPT2_DIR "/gpt2-vocab.json"; }
-inline std::string gpt2_merges_file() { return MEGATRON_GPT2_DIR "/gpt2-merges.txt"; }
+// The test data, all inside the repository: the folder the build decompresses tests/data/ into,
+// and GPT-2's tokenizer files in tokenizers/gpt2/.
+inline std::string test_data_dir() { return paths::kTestDataDir; }
+inline std::string gpt2_vocab_file() { return std::string(paths::kGpt2Dir) + "/gpt2-vocab.json"; }
+inline std::string gpt2_merges_file() { return std::string(paths::kGpt2Dir) + "/gpt2-merges.txt"; }
 
 // The corpus Megatron preprocessed into the golden dataset (8 MB of jsonl, 525 documents).
 inline std::string golden_corpus() { return test_data_dir() + "/corpus.jsonl"; }

@@ -22,9 +22,9 @@ namespace megatron::testing {
 
 class ReferenceData {
  public:
-  // The reference outputs, generated on first use into
-  // MEGATRON_REFERENCE_CACHE_DIR/<md5 of the scripts, interpreter and golden prefix>, so test
-  // processes after the first reuse them.
+  // The reference outputs, generated on first use into build/tests/unit/gpt_dataset_reference/
+  // <md5 of the scripts, interpreter and golden prefix>, so test processes after the first reuse
+  // them.
   static const ReferenceData& get() {
     static ReferenceData data;
     return data;
@@ -40,12 +40,12 @@ class ReferenceData {
 
  private:
   ReferenceData() {
-    const std::filesystem::path script = MEGATRON_DATASET_REFERENCE_SCRIPT;
+    const std::filesystem::path script = std::string(testing::paths::kTestsSource) + "/unit/data/gpt_dataset_reference.py";
     const std::string key = data::md5_hex(
         read_file_bytes(script.string()) +
         read_file_bytes((script.parent_path() / "numpy_primitives_reference.py").string()) +
-        MEGATRON_PYTHON + golden_dataset_prefix());
-    folder_ = std::filesystem::path(MEGATRON_REFERENCE_CACHE_DIR) / key;
+        testing::paths::kPython + golden_dataset_prefix());
+    folder_ = std::filesystem::path(testing::paths::kTestsBuild) / "unit" / "gpt_dataset_reference" / key;
     if (!std::filesystem::is_regular_file(folder_ / "cases.json")) generate(script);
     if (error_.empty()) {
       manifest_ = nlohmann::ordered_json::parse(read_file_bytes(path("cases.json")));
@@ -68,7 +68,7 @@ class ReferenceData {
       std::filesystem::remove_all(folder_);
       std::filesystem::create_directories(folder_);
       const std::string log = folder_.string() + ".log";
-      const std::string command = std::string("\"") + MEGATRON_PYTHON + "\" \"" + script.string() +
+      const std::string command = std::string("\"") + testing::paths::kPython + "\" \"" + script.string() +
                                   "\" --golden \"" + golden_dataset_prefix() + "\" --out \"" +
                                   folder_.string() + "\" > \"" + log + "\" 2>&1";
       const int rc = std::system(command.c_str());

@@ -91,7 +91,7 @@ void expect_matches_reference(const ModelConfig& config) {
   write_raw(dir / "loss_mask.bin", loss_mask);
   dir.write("index.json", index.dump());
   dir.write("config.json", to_reference_json(config).dump());
-  const std::string cmd = std::string(MEGATRON_PYTHON) + " " + MEGATRON_TESTS_DIR +
+  const std::string cmd = std::string(testing::paths::kPython) + " " + testing::paths::kTestsSource +
                           "/unit/model/gpt_reference.py " + dir.path().string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 

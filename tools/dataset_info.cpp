@@ -1,12 +1,15 @@
 // dataset_info: what a Megatron .bin/.idx dataset holds (counts, dtype, token id range, length
-// distributions), optionally the token ids of one document and, given a tokenizer, its text.
+// distributions), optionally the token ids of one document and, given a tokenizer, its text
+// (every byte of it, NULs included). Long flags may be abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <string>
 
+#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
+#include "megatron/core/tool_main.h"
 #include "megatron/data/dataset_summary.h"
 #include "megatron/data/indexed_dataset.h"
 #include "megatron/tokenizer/tokenizer.h"
@@ -34,16 +37,18 @@ void print_document(const megatron::data::IndexedDataset& dataset, std::size_t d
                    document, " holds token id ", id, ", which no tokenizer can decode");
     narrow.push_back(static_cast<std::int32_t>(id));
   }
-  std::printf("text:\n%s\n", tokenizer->decode(narrow).c_str());
+  const std::string text = tokenizer->decode(narrow);
+  std::printf("text:\n");
+  std::fwrite(text.data(), 1, text.size(), stdout);  // not %s: a NUL token would end the text there
+  std::printf("\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Summarise a Megatron indexed dataset (P.bin + P.idx)"};
+int run(int argc, char** argv) {
+  CLI::App app{"Summarise a Megatron indexed dataset (P.bin + P.idx)", "dataset_info"};
+  app.allow_extras();
   std::string prefix;
-  std::size_t document = 0;
-  std::size_t max_ids = 64;
+  std::int64_t document = 0;  // signed: -1 is refused, not wrapped to 2^64 - 1
+  std::int64_t max_ids = 64;
   megatron::tokenizer::TokenizerOptions tokenizer_options;
   app.add_option("prefix,--data-path", prefix, "Dataset prefix P of P.bin / P.idx")->required();
   CLI::Option* document_option =
@@ -57,23 +62,36 @@ int main(int argc, char** argv) {
                                              "Tokenizer vocabulary; decodes --document to text");
   CLI::Option* merge_option = app.add_option("--merge-file", tokenizer_options.merge_file,
                                              "BPE merges; decodes --document to text");
-  CLI11_PARSE(app, argc, argv);
-
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
   try {
-    const bool decode = vocab_option->count() > 0 || merge_option->count() > 0;
-    MEGATRON_CHECK(!decode || document_option->count() > 0,
-                   "--vocab-file / --merge-file decode one document; add --document N");
-    const std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer =
-        decode ? megatron::tokenizer::build_tokenizer(tokenizer_options) : nullptr;
-    const megatron::data::IndexedDataset dataset(prefix);
-    MEGATRON_CHECK(document_option->count() == 0 || document < dataset.num_documents(),
-                   "--document ", document, " is out of range: ", prefix, " has ",
-                   dataset.num_documents(), " documents");
-    std::fputs(megatron::data::format_summary(megatron::data::summarize(dataset)).c_str(), stdout);
-    if (document_option->count() > 0) print_document(dataset, document, max_ids, tokenizer.get());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);
+  } catch (const CLI::ParseError& e) {
+    return megatron::tools::usage_error(app, e);
+  }
+  for (const auto& note : notes) std::fprintf(stderr, "dataset_info: %s\n", note.c_str());
+  if (document < 0) problems.push_back("--document must be >= 0, got " + std::to_string(document));
+  if (max_ids < 0) problems.push_back("--max-ids must be >= 0 (0 prints all), got " + std::to_string(max_ids));
+  megatron::throw_if_problems("invalid command line", problems);
+
+  const bool decode = vocab_option->count() > 0 || merge_option->count() > 0;
+  MEGATRON_CHECK(!decode || document_option->count() > 0,
+                 "--vocab-file / --merge-file decode one document; add --document N");
+  const std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer =
+      decode ? megatron::tokenizer::build_tokenizer(tokenizer_options) : nullptr;
+  const megatron::data::IndexedDataset dataset(prefix);
+  MEGATRON_CHECK(document_option->count() == 0 || static_cast<std::size_t>(document) < dataset.num_documents(),
+                 "--document ", document, " is out of range: ", prefix, " has ",
+                 dataset.num_documents(), " documents");
+  std::fputs(megatron::data::format_summary(megatron::data::summarize(dataset)).c_str(), stdout);
+  if (document_option->count() > 0) {
+    print_document(dataset, static_cast<std::size_t>(document), static_cast<std::size_t>(max_ids), tokenizer.get());
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return megatron::run_tool("dataset_info", [&] { return run(argc, argv); });
 }

@@ -8,9 +8,13 @@
 #include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/tool_main.h"
+#include "megatron/core/process_lock.h"
 #include "megatron/data/indexed_dataset.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"Merge every .bin/.idx dataset pair of a folder into one dataset"};
   app.allow_extras();
   std::string input;
@@ -23,27 +27,35 @@ int main(int argc, char** argv) {
       ->required();
   app.add_flag("--multimodal", multimodal, "Merge multimodal datasets (not supported yet)");
   std::vector<std::string> problems;
+  std::vector<std::string> notes;
   try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv);  // argparse's abbreviations
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);  // argparse's rules
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return megatron::tools::usage_error(app, e);
   }
-
-  try {
-    megatron::throw_if_problems("invalid command line", problems);
-    MEGATRON_CHECK(!multimodal, "--multimodal: multimodal datasets are not supported yet; only "
-                   "text datasets can be merged");
-    megatron::install_temp_file_cleanup();
-    const std::vector<std::string> merged = megatron::data::merge_datasets(input, output_prefix);
-    for (const std::string& prefix : merged) std::printf("merged %s\n", prefix.c_str());
-    const megatron::data::IndexedDataset result(output_prefix);
-    std::printf("wrote %s.{bin,idx}: %zu datasets, %zu documents, %zu sequences, %llu tokens (%s)"
-                "\n", output_prefix.c_str(), merged.size(), result.num_documents(),
-                result.num_sequences(), static_cast<unsigned long long>(result.num_tokens()),
-                megatron::data::dtype_name(result.dtype()));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  for (const auto& note : notes) std::fprintf(stderr, "merge_datasets: %s\n", note.c_str());
+  megatron::throw_if_problems("invalid command line", problems);
+  MEGATRON_CHECK(!multimodal, "--multimodal: multimodal datasets are not supported yet; only "
+                 "text datasets can be merged");
+  megatron::install_temp_file_cleanup();
+  megatron::check_writable_parent(output_prefix + ".lock", "--output-prefix");
+  const megatron::OutputLock lock(output_prefix + ".lock", "--output-prefix " + output_prefix);
+  if (!lock.note().empty()) std::fprintf(stderr, "merge_datasets: note: %s\n", lock.note().c_str());
+  const std::string removed = megatron::describe_removed_temporaries(
+      megatron::remove_stale_temporaries_of({output_prefix + ".bin", output_prefix + ".idx"}));
+  if (!removed.empty()) std::fprintf(stderr, "merge_datasets: %s\n", removed.c_str());
+  const std::vector<std::string> merged = megatron::data::merge_datasets(input, output_prefix);
+  for (const std::string& prefix : merged) std::printf("merged %s\n", prefix.c_str());
+  const megatron::data::IndexedDataset result(output_prefix);
+  std::printf("wrote %s.{bin,idx}: %zu datasets, %zu documents, %zu sequences, %llu tokens (%s)"
+              "\n", output_prefix.c_str(), merged.size(), result.num_documents(),
+              result.num_sequences(), static_cast<unsigned long long>(result.num_tokens()),
+              megatron::data::dtype_name(result.dtype()));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return megatron::run_tool("merge_datasets", [&] { return run(argc, argv); });
 }

@@ -4,13 +4,16 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/process_lock.h"
 #include "megatron/core/strings.h"
+#include "megatron/core/tool_main.h"
 #include "megatron/data/dtype.h"
 #include "megatron/data/jsonl_reader.h"
 #include "megatron/data/preprocess.h"
@@ -66,6 +69,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> input_patterns;
   int partitions = 1;
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::int64_t log_interval = static_cast<std::int64_t>(options.log_interval);  // signed: -1 is refused, not wrapped
   std::vector<std::string> unsupported_given;
 
   CLI::App app{"Turn jsonl (plain, .gz, .zst) into Megatron .bin/.idx datasets, byte-identical to "
@@ -79,7 +83,7 @@ int run(int argc, char** argv) {
   app.add_flag("--append-eod", options.append_eod, "append the EOD token to each non-empty document");
   app.add_option("--workers", workers, "tokenizing threads (default: the number of cores)")->capture_default_str();
   app.add_option("--partitions", partitions, "accepted for compatibility; only 1 is supported")->capture_default_str();
-  app.add_option("--log-interval", options.log_interval, "progress line every N documents")->capture_default_str();
+  app.add_option("--log-interval", log_interval, "progress line every N documents")->capture_default_str();
   app.add_option("--tokenizer-type", tokenizer_options.type, "tokenizer")->capture_default_str();
   app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
   app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
@@ -98,13 +102,13 @@ int run(int argc, char** argv) {
   }
 
   std::vector<std::string> problems;
+  std::vector<std::string> notes;
   try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv, kAliases);
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes, kAliases);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return megatron::tools::usage_error(app, e);
   }
 
-  std::vector<std::string> notes;
   megatron::check_legacy_flags(kLegacy, given_legacy_flags(app), notes, problems);
   for (const auto& note : notes) std::fprintf(stderr, "preprocess_data: %s\n", note.c_str());
   for (const auto& u : kUnsupported) {
@@ -115,6 +119,11 @@ int run(int argc, char** argv) {
                        " is not supported: inputs are already read in parallel; use --workers");
   }
   options.workers = workers;
+  if (log_interval < 1) {
+    problems.push_back("--log-interval must be at least 1, got " + std::to_string(log_interval));
+  } else {
+    options.log_interval = static_cast<std::uint64_t>(log_interval);
+  }
   // Check every input and output before any work starts.
   bool inputs_ok = true;
   for (const auto& pattern : input_patterns) {
@@ -146,6 +155,20 @@ int run(int argc, char** argv) {
   }
   megatron::throw_if_problems("invalid command line", problems);
 
+  // One writer per output; then the temporaries of runs of it that died are removed.
+  std::vector<std::unique_ptr<megatron::OutputLock>> locks;
+  std::vector<std::string> finals;
+  for (const auto& key : options.json_keys) {
+    const std::string prefix = megatron::data::output_prefix_for_key(options.output_prefix, key);
+    locks.push_back(
+        std::make_unique<megatron::OutputLock>(prefix + ".lock", "--output-prefix " + options.output_prefix));
+    const std::string& note = locks.back()->note();
+    if (!note.empty()) std::fprintf(stderr, "preprocess_data: note: %s\n", note.c_str());
+    finals.insert(finals.end(), {prefix + ".bin", prefix + ".idx"});
+  }
+  const std::string removed = megatron::describe_removed_temporaries(megatron::remove_stale_temporaries_of(finals));
+  if (!removed.empty()) std::fprintf(stderr, "preprocess_data: %s\n", removed.c_str());
+
   const auto stats = megatron::data::preprocess(*tokenizer, options, std::cout, std::cerr);
   const double mb = static_cast<double>(stats.input_bytes) / 1e6;
   std::printf("Done: %llu documents (%llu empty), %llu tokens, %.2f MB of JSON%s in %.2f s (%.2f MB/s); "
@@ -167,11 +190,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
-    return 1;
-  }
+  return megatron::run_tool("preprocess_data", [&] { return run(argc, argv); });
 }

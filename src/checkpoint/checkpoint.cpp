@@ -53,37 +53,55 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
   const std::string final_dir = iteration_folder(root, state.iteration);
   const std::string temp_dir = final_dir + ".tmp." + std::to_string(::getpid());
   fs::remove_all(temp_dir, ec);
+  // Removed on an error here and by the signal handler on SIGINT/SIGTERM/SIGHUP.
+  TemporaryFolder temp(temp_dir);
   fs::create_directories(fs::path(temp_dir) / shard, ec);
   MEGATRON_CHECK(!ec, "cannot create ", temp_dir, " (", ec.message(), ")");
-  try {
-    const fs::path dir = fs::path(temp_dir) / shard;
-    nlohmann::json files;
-    files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
-    if (!state.optimizer.empty()) {
-      files[kOptimizerFile] = digest_json(write_safetensors((dir / kOptimizerFile).string(), state.optimizer));
-    }
-    if (!state.rng.empty()) files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
-    const nlohmann::json meta = {
-        {"format", "megatron-cpp"},
-        {"format_version", kFormatVersion},
-        {"iteration", state.iteration},
-        {"consumed_train_samples", state.consumed_train_samples},
-        {"consumed_valid_samples", state.consumed_valid_samples},
-        {"scheduler_num_steps", state.scheduler_num_steps},
-        {"optimizer_steps", state.optimizer_steps},
-        {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-        {"config", state.config},
-        {"files", files}};
-    write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
-    // The folder appears complete or not at all; a re-save of the same iteration replaces it.
-    if (fs::exists(final_dir)) fs::remove_all(final_dir);
-    fs::rename(temp_dir, final_dir);
-  } catch (...) {
-    fs::remove_all(temp_dir, ec);
-    throw;
+  const fs::path dir = fs::path(temp_dir) / shard;
+  nlohmann::json files;
+  files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
+  if (!state.optimizer.empty()) {
+    files[kOptimizerFile] = digest_json(write_safetensors((dir / kOptimizerFile).string(), state.optimizer));
   }
+  if (!state.rng.empty()) files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
+  const nlohmann::json meta = {
+      {"format", "megatron-cpp"},
+      {"format_version", kFormatVersion},
+      {"iteration", state.iteration},
+      {"consumed_train_samples", state.consumed_train_samples},
+      {"consumed_valid_samples", state.consumed_valid_samples},
+      {"scheduler_num_steps", state.scheduler_num_steps},
+      {"optimizer_steps", state.optimizer_steps},
+      {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+      {"config", state.config},
+      {"files", files}};
+  write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+  // The folder appears complete or not at all; a re-save of the same iteration replaces it.
+  if (fs::exists(final_dir)) fs::remove_all(final_dir);
+  fs::rename(temp_dir, final_dir);
+  temp.release();
   // The tracker moves last.
   write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(state.iteration));
+}
+
+std::unique_ptr<OutputLock> lock_save_folder(const std::string& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  MEGATRON_CHECK(!ec, "--save ", root, ": cannot create the folder (", ec.message(), ")");
+  return std::make_unique<OutputLock>((fs::path(root) / ".lock").string(), "--save " + root);
+}
+
+bool is_checkpoint_output(std::string_view name) {
+  if (name == kTrackerFile || name == kRunConfigFile) return true;
+  if (name.size() != 12 || name.substr(0, 5) != "iter_") return false;
+  for (char c : name.substr(5)) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& root) {
+  return megatron::remove_stale_temporaries(root, is_checkpoint_output);
 }
 
 std::optional<std::int64_t> read_tracker(const std::string& root) {
@@ -105,7 +123,11 @@ std::optional<std::int64_t> read_tracker(const std::string& root) {
 
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
                                 bool load_optimizer, bool load_rng) {
-  const fs::path dir = fs::path(iteration_folder(root, iteration)) / shard;
+  const std::string folder = iteration_folder(root, iteration);
+  MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
+                 " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
+                 "/ does not exist in ", root, "; restore that folder, or correct or remove the tracker");
+  const fs::path dir = fs::path(folder) / shard;
   const std::string meta_path = (dir / kMetaFile).string();
   MEGATRON_CHECK(fs::exists(meta_path), "checkpoint ", dir.string(), " has no ", kMetaFile,
                  ": it is partial or not a megatron-cpp checkpoint (the tracker names iteration ", iteration, ")");

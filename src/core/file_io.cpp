@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -22,34 +23,69 @@ namespace {
 
 constexpr std::size_t kWriteBuffer = 4 << 20;
 
-// Temporaries the signal handler must unlink. Fixed storage: the handler may only touch
-// async-signal-safe state (atomics and plain char arrays).
+// Paths the signal handler must remove. Fixed storage: the handler may only touch
+// async-signal-safe state (atomics and plain char arrays). A slot's state goes kFree -> kClaimed
+// (path being copied, ignored by the handler) -> kFile or kFolder -> kFree.
 constexpr int kCleanupSlots = 64;
 constexpr std::size_t kPathMax = 4096;
-std::array<std::atomic<bool>, kCleanupSlots> g_slot_used{};
+constexpr int kFree = 0;
+constexpr int kClaimed = 1;
+constexpr int kFile = 2;
+constexpr int kFolder = 3;
+std::array<std::atomic<int>, kCleanupSlots> g_slot_state{};
 std::array<std::array<char, kPathMax>, kCleanupSlots> g_slot_path{};
 std::atomic<unsigned> g_temp_counter{0};
 
-int claim_cleanup_slot(const std::string& path) {
-  if (path.size() >= kPathMax) return -1;
-  for (int i = 0; i < kCleanupSlots; ++i) {
-    bool expected = false;
-    if (g_slot_used[i].compare_exchange_strong(expected, true)) {
-      std::memcpy(g_slot_path[i].data(), path.c_str(), path.size() + 1);
-      return i;
-    }
-  }
-  return -1;
-}
+// Linux getdents64 records: u64 inode, s64 offset, u16 record length, u8 type, then the name.
+constexpr std::size_t kDirentReclenOffset = 16;
+constexpr std::size_t kDirentNameOffset = 19;
+constexpr int kMaxFolderDepth = 8;
 
-void release_cleanup_slot(int slot) {
-  if (slot >= 0) g_slot_used[slot].store(false);
+// Removes `name` (relative to folder `dir_fd`) and, when it is a folder, everything in it, with
+// async-signal-safe calls only: unlinkat, openat, the getdents64 system call, lseek, close (no
+// opendir/readdir, which allocate). Returns true when the name is gone.
+bool remove_tree_at(int dir_fd, const char* name, int depth) {
+  if (::unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT) return true;
+  if (depth == 0) return false;
+  const int fd = ::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  alignas(8) char buf[2048];
+  // Removing entries while listing may hide others from the listing: list again until a pass
+  // removes nothing (a few passes at most).
+  for (int pass = 0; pass < 4; ++pass) {
+    bool removed_any = false;
+    ::lseek(fd, 0, SEEK_SET);
+    for (;;) {
+      const long n = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        unsigned short reclen = 0;
+        std::memcpy(&reclen, buf + off + kDirentReclenOffset, sizeof(reclen));
+        const char* entry = buf + off + kDirentNameOffset;
+        off += reclen;
+        if (std::strcmp(entry, ".") == 0 || std::strcmp(entry, "..") == 0) continue;
+        if (remove_tree_at(fd, entry, depth - 1)) removed_any = true;
+      }
+    }
+    if (!removed_any) break;
+  }
+  ::close(fd);
+  return ::unlinkat(dir_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT;
 }
 
 extern "C" void cleanup_and_reraise(int signo) {
-  for (int i = 0; i < kCleanupSlots; ++i) {
-    if (g_slot_used[i].load()) ::unlink(g_slot_path[i].data());
+  const int saved_errno = errno;
+  for (int kind : {kFile, kFolder}) {  // files first: an AtomicFile may sit in a TemporaryFolder
+    for (int i = 0; i < kCleanupSlots; ++i) {
+      if (g_slot_state[i].load() != kind) continue;
+      if (kind == kFile) {
+        ::unlink(g_slot_path[i].data());
+      } else {
+        remove_tree_at(AT_FDCWD, g_slot_path[i].data(), kMaxFolderDepth);
+      }
+    }
   }
+  errno = saved_errno;
   std::signal(signo, SIG_DFL);
   std::raise(signo);
 }
@@ -66,12 +102,33 @@ void fsync_parent_folder(const std::string& path) {
 
 }  // namespace
 
+namespace detail {
+
+int register_signal_cleanup(const std::string& path, bool folder) {
+  if (path.size() >= kPathMax) return -1;
+  for (int i = 0; i < kCleanupSlots; ++i) {
+    int expected = kFree;
+    if (g_slot_state[i].compare_exchange_strong(expected, kClaimed)) {
+      std::memcpy(g_slot_path[i].data(), path.c_str(), path.size() + 1);
+      g_slot_state[i].store(folder ? kFolder : kFile);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void release_signal_cleanup(int slot) {
+  if (slot >= 0) g_slot_state[slot].store(kFree);
+}
+
+}  // namespace detail
+
 AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
   temp_path_ = str_cat(final_path_, ".tmp.", ::getpid(), ".", g_temp_counter.fetch_add(1));
-  cleanup_slot_ = claim_cleanup_slot(temp_path_);
+  cleanup_slot_ = detail::register_signal_cleanup(temp_path_, false);
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    release_cleanup_slot(cleanup_slot_);
+    detail::release_signal_cleanup(cleanup_slot_);
     throw_system_error(str_cat("cannot create ", temp_path_, " (temporary for ", final_path_, ")"));
   }
   buffer_.resize(kWriteBuffer);
@@ -80,7 +137,7 @@ AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_pat
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!published_) ::unlink(temp_path_.c_str());
-  release_cleanup_slot(cleanup_slot_);
+  detail::release_signal_cleanup(cleanup_slot_);
 }
 
 void AtomicFile::write_all(const char* data, std::size_t bytes) {
@@ -130,16 +187,45 @@ void AtomicFile::publish() {
     throw_system_error(str_cat("cannot rename ", temp_path_, " to ", final_path_));
   }
   published_ = true;
-  release_cleanup_slot(cleanup_slot_);
+  detail::release_signal_cleanup(cleanup_slot_);
   cleanup_slot_ = -1;
   fsync_parent_folder(final_path_);
+}
+
+TemporaryFolder::TemporaryFolder(std::string path) : path_(std::move(path)) {
+  // Registered before it exists, so that no moment leaves it outside the handler's reach.
+  cleanup_slot_ = detail::register_signal_cleanup(path_, true);
+  if (::mkdir(path_.c_str(), 0755) != 0) {
+    const int saved_errno = errno;
+    detail::release_signal_cleanup(cleanup_slot_);
+    errno = saved_errno;
+    throw_system_error(str_cat("cannot create folder ", path_));
+  }
+}
+
+TemporaryFolder::~TemporaryFolder() {
+  if (released_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+  detail::release_signal_cleanup(cleanup_slot_);
+}
+
+void TemporaryFolder::release() {
+  detail::release_signal_cleanup(cleanup_slot_);
+  released_ = true;
 }
 
 void install_temp_file_cleanup() {
   struct sigaction action {};
   action.sa_handler = cleanup_and_reraise;
   sigemptyset(&action.sa_mask);
-  for (int signo : {SIGINT, SIGTERM, SIGHUP}) sigaction(signo, &action, nullptr);
+  for (int signo : {SIGINT, SIGTERM, SIGHUP}) {
+    // A signal ignored at start stays ignored: nohup ignores SIGHUP, and a script starts its
+    // background jobs with SIGINT ignored; a handler would undo what the caller asked for.
+    struct sigaction current {};
+    if (sigaction(signo, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaction(signo, &action, nullptr);
+  }
 }
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {

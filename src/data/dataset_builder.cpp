@@ -2,31 +2,148 @@
 // as blended_megatron_dataset_builder.py.
 #include "megatron/data/dataset_builder.h"
 
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <set>
 
 #include "megatron/core/check.h"
+#include "megatron/core/strings.h"
 
 namespace megatron::data {
 namespace {
 
 using DatasetPtr = std::shared_ptr<const GptDataset>;
+using Sources = std::map<std::string, std::shared_ptr<const TokenSource>>;
+
+// One split's indices as a dry run of the builder sees them.
+struct PlannedIndices {
+  std::string name;  // "dataset P" or "mock data"
+  Split split;
+  IndexFootprint footprint;
+};
+
+// The flags that set a split's sample count (spec 4.1).
+const char* sample_flags(Split split) {
+  switch (split) {
+    case Split::kTrain:
+      return "--train-iters / --train-samples";
+    case Split::kValid:
+      return "--eval-iters / --eval-interval";
+    case Split::kTest:
+      break;
+  }
+  return "--eval-iters";
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  return str_cat(bytes, " bytes (", human_bytes(bytes), ")");
+}
+
+// MemAvailable, lowered by a cgroup v2 memory limit and RLIMIT_DATA / RLIMIT_AS when set.
+std::uint64_t available_memory() {
+  std::uint64_t available = std::numeric_limits<std::uint64_t>::max();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") available = kib * 1024;
+  }
+  std::ifstream limit_file("/sys/fs/cgroup/memory.max");
+  std::ifstream current_file("/sys/fs/cgroup/memory.current");
+  std::string limit;
+  std::uint64_t current = 0;
+  if ((limit_file >> limit) && limit != "max" && (current_file >> current)) {
+    const std::uint64_t cap = std::stoull(limit);
+    available = std::min(available, cap > current ? cap - current : 0);
+  }
+  for (const int resource : {RLIMIT_DATA, RLIMIT_AS}) {
+    struct rlimit rl {};
+    if (::getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+      available = std::min<std::uint64_t>(available, rl.rlim_cur);
+    }
+  }
+  return available;
+}
+
+// Free bytes for an unprivileged writer in `folder`, or in its nearest existing ancestor.
+std::uint64_t free_disk(const std::string& folder) {
+  std::error_code error;
+  std::filesystem::path at = std::filesystem::absolute(folder, error);
+  while (!at.empty() && !std::filesystem::exists(at, error) && at != at.parent_path()) {
+    at = at.parent_path();
+  }
+  struct statvfs fs {};
+  if (::statvfs(at.c_str(), &fs) != 0) return std::numeric_limits<std::uint64_t>::max();
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+// Refuses, before anything is built or written, indices that cannot fit in memory or in their
+// cache folder, naming the split that needs the most and the flags that set its size.
+void check_index_budget(const std::vector<PlannedIndices>& plan) {
+  std::uint64_t memory = 0;
+  std::map<std::string, std::uint64_t> disk;
+  const PlannedIndices* largest = nullptr;
+  const auto add = [](std::uint64_t a, std::uint64_t b) {
+    return b > std::numeric_limits<std::uint64_t>::max() - a
+               ? std::numeric_limits<std::uint64_t>::max()
+               : a + b;
+  };
+  for (const PlannedIndices& p : plan) {
+    if (p.footprint.cached) continue;
+    memory = add(memory, p.footprint.memory_bytes);
+    if (!p.footprint.cache_folder.empty()) {
+      disk[p.footprint.cache_folder] = add(disk[p.footprint.cache_folder], p.footprint.disk_bytes);
+    }
+    if (largest == nullptr || p.footprint.memory_bytes > largest->footprint.memory_bytes) {
+      largest = &p;
+    }
+  }
+  if (largest == nullptr) return;
+  const IndexFootprint& big = largest->footprint;
+  const std::string why =
+      str_cat(" (the largest, the ", split_name(largest->split), " split of ", largest->name,
+              ": ", big.samples, " samples over ", big.epochs, " epochs of its data, set by ",
+              sample_flags(largest->split), ")");
+  const std::string what = str_cat("; lower ", sample_flags(largest->split),
+                                   ", or give that split more data");
+  const std::uint64_t memory_free = available_memory();
+  MEGATRON_CHECK(memory <= memory_free, "building the dataset indices needs ", bytes_text(memory),
+                 " of memory", why, ", but ", bytes_text(memory_free), " are available", what);
+  for (const auto& [folder, bytes] : disk) {
+    const std::uint64_t disk_free = free_disk(folder);
+    MEGATRON_CHECK(bytes <= disk_free, "the dataset indices need ", bytes_text(bytes), " in ",
+                   folder, why, ", but ", bytes_text(disk_free), " are free there", what,
+                   " (or pass --data-cache-path on a larger disk)");
+  }
+}
 
 class Builder {
  public:
-  explicit Builder(const GptDatasetConfig& config) : config_(config) {}
+  // With `plan`, a dry run: splits() records what each split would build and builds nothing.
+  Builder(const GptDatasetConfig& config, Sources& sources, std::vector<PlannedIndices>* plan)
+      : config_(config), sources_(sources), plan_(plan) {}
 
-  // Opens `prefix` once and checks its token ids against the vocabulary.
+  // Opens `prefix` once; outside a dry run (which writes nothing, not even the token id range
+  // cache) checks its token ids against the vocabulary, once.
   std::shared_ptr<const TokenSource> source(const std::string& prefix) {
     auto found = sources_.find(prefix);
-    if (found != sources_.end()) return found->second;
-    auto opened =
-        std::make_shared<const IndexedTokenSource>(prefix, gpt_cache_folder(config_, prefix));
-    if (config_.tokenizer.vocab_size > 0) {
-      check_token_ids_fit_vocab(*opened, config_.tokenizer.vocab_size);
+    if (found == sources_.end()) {
+      found = sources_
+                  .emplace(prefix, std::make_shared<const IndexedTokenSource>(
+                                       prefix, gpt_cache_folder(config_, prefix)))
+                  .first;
     }
-    sources_.emplace(prefix, opened);
-    return opened;
+    if (plan_ == nullptr && config_.tokenizer.vocab_size > 0 && checked_.insert(prefix).second) {
+      check_token_ids_fit_vocab(*found->second, config_.tokenizer.vocab_size);
+    }
+    return found->second;
   }
 
   // One GptDataset per non-empty split of a single low-level dataset.
@@ -38,6 +155,14 @@ class Builder {
       const auto s = static_cast<std::size_t>(split);
       if (!matrix[s].has_value()) continue;
       const IndexRange range = split_index_range(*matrix[s], source->num_sequences());
+      if (plan_ != nullptr) {
+        const std::string name =
+            source->prefix().empty() ? std::string("mock data") : "dataset " + source->prefix();
+        plan_->push_back({name, split,
+                          GptDataset::footprint(*source, prefix, range, samples[s], split,
+                                                config_)});
+        continue;
+      }
       out[s] =
           std::make_shared<const GptDataset>(source, prefix, range, samples[s], split, config_);
     }
@@ -78,6 +203,7 @@ class Builder {
       }
     }
     std::array<std::shared_ptr<const SampleDataset>, 3> out;
+    if (plan_ != nullptr) return out;
     for (std::size_t s = 0; s < 3; ++s) {
       if (!matrix[s].has_value()) continue;
       if (weights.has_value()) {
@@ -106,17 +232,18 @@ class Builder {
 
  private:
   const GptDatasetConfig& config_;
-  std::map<std::string, std::shared_ptr<const TokenSource>> sources_;
+  Sources& sources_;
+  std::vector<PlannedIndices>* plan_;
+  std::set<std::string> checked_;
 };
 
 std::array<std::shared_ptr<const SampleDataset>, 3> widen(const std::array<DatasetPtr, 3>& in) {
   return {in[0], in[1], in[2]};
 }
 
-}  // namespace
-
-GptDatasets build_gpt_datasets(const DataPaths& paths, const SplitSamples& samples,
-                               GptDatasetConfig config) {
+// Builds every split, or with `plan` only records what each would build.
+GptDatasets build_all(const DataPaths& paths, const SplitSamples& samples, GptDatasetConfig config,
+                      Sources& sources, std::vector<PlannedIndices>* plan) {
   const std::array<const std::vector<std::string>*, 3> per_split_paths = {
       &paths.train_data_path, &paths.valid_data_path, &paths.test_data_path};
   const bool per_split = !paths.train_data_path.empty() || !paths.valid_data_path.empty() ||
@@ -137,21 +264,31 @@ GptDatasets build_gpt_datasets(const DataPaths& paths, const SplitSamples& sampl
     if (config.tokenizer.vocab_size > 0) {
       check_token_ids_fit_vocab(*source, config.tokenizer.vocab_size);
     }
-    Builder builder(config);
+    Builder builder(config, sources, plan);
     result.splits = widen(builder.splits(source, std::nullopt, *config.split_matrix, samples));
     result.split = config.split;
     return result;
   }
 
   if (!per_split) {
-    if (!paths.split.has_value()) {
+    if (!paths.split.has_value() && plan == nullptr) {
       log_warning(config.warning, std::string("--split not given; using Megatron's default \"") +
                                       kDefaultSplit + "\"");
     }
     config.split = paths.split.value_or(kDefaultSplit);
     config.split_matrix = parse_split(*config.split);
     const Blend blend = parse_blend(paths.data_path, "--data-path");
-    Builder builder(config);
+    // Validation during training asked for but impossible (a test share of 0 is common: quiet).
+    const auto valid = static_cast<std::size_t>(Split::kValid);
+    if (plan == nullptr && !(*config.split_matrix)[valid] && samples[valid].value_or(0) > 0) {
+      log_warning(config.warning,
+                  str_cat("--split \"", *config.split, "\" leaves the valid split of ",
+                          blend.prefixes.size() == 1 ? "dataset " : "datasets ",
+                          join(blend.prefixes, ", "), " empty, so no validation runs although ",
+                          sample_flags(Split::kValid),
+                          " ask for it; give the valid split a share in --split"));
+    }
+    Builder builder(config, sources, plan);
     if (blend.prefixes.size() == 1 && !blend.weights.has_value()) {
       const std::string& prefix = blend.prefixes[0];
       result.splits =
@@ -168,7 +305,7 @@ GptDatasets build_gpt_datasets(const DataPaths& paths, const SplitSamples& sampl
                  "--test-data-path (each of those is used whole); drop --split");
   config.split.reset();
   config.split_matrix.reset();
-  Builder builder(config);
+  Builder builder(config, sources, plan);
   for (Split split : kAllSplits) {
     const auto s = static_cast<std::size_t>(split);
     if (per_split_paths[s]->empty()) continue;
@@ -186,6 +323,19 @@ GptDatasets build_gpt_datasets(const DataPaths& paths, const SplitSamples& sampl
     }
   }
   return result;
+}
+
+}  // namespace
+
+GptDatasets build_gpt_datasets(const DataPaths& paths, const SplitSamples& samples,
+                               GptDatasetConfig config) {
+  Sources sources;
+  if (config.build_policy == IndexBuildPolicy::kBuildIfMissing) {
+    std::vector<PlannedIndices> plan;
+    build_all(paths, samples, config, sources, &plan);
+    check_index_budget(plan);
+  }
+  return build_all(paths, samples, std::move(config), sources, nullptr);
 }
 
 }  // namespace megatron::data

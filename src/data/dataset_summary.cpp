@@ -9,39 +9,66 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "megatron/core/strings.h"
 
 namespace megatron::data {
 namespace {
 
-// Reorders `values` (nth_element) to pick the percentiles in linear time.
-LengthStats length_stats(std::vector<std::uint64_t>& values) {
-  LengthStats stats;
-  stats.count = values.size();
-  if (values.empty()) return stats;
-  long double sum = 0;
-  stats.min = std::numeric_limits<std::uint64_t>::max();
-  for (const std::uint64_t v : values) {
-    sum += static_cast<long double>(v);
-    stats.min = std::min(stats.min, v);
-    stats.max = std::max(stats.max, v);
-    stats.zero_count += v == 0 ? 1 : 0;
+// Length counts for exact nearest-rank percentiles in bounded memory: one counter per length
+// below kDense, the longer lengths (rare in text) kept as values for nth_element.
+class LengthHistogram {
+ public:
+  static constexpr std::uint64_t kDense = std::uint64_t{1} << 16;
+
+  void add(std::uint64_t v) {
+    ++stats_.count;
+    sum_ += static_cast<long double>(v);
+    stats_.min = std::min(stats_.min, v);
+    stats_.max = std::max(stats_.max, v);
+    stats_.zero_count += v == 0 ? 1 : 0;
+    if (v < kDense) {
+      ++dense_[v];
+    } else {
+      long_.push_back(v);
+    }
   }
-  stats.mean = static_cast<double>(sum / static_cast<long double>(values.size()));
-  const auto percentile = [&](int p) {
-    const auto n = static_cast<std::uint64_t>(values.size());
+
+  LengthStats stats() {
+    LengthStats out = stats_;
+    if (out.count == 0) return LengthStats{};
+    out.mean = static_cast<double>(sum_ / static_cast<long double>(out.count));
+    out.p50 = percentile(50);
+    out.p90 = percentile(90);
+    out.p99 = percentile(99);
+    return out;
+  }
+
+ private:
+  std::uint64_t percentile(int p) {
+    const std::uint64_t n = stats_.count;
     std::uint64_t rank = (n * static_cast<std::uint64_t>(p) + 99) / 100;  // ceil(p/100 * n)
     rank = std::max<std::uint64_t>(rank, 1);
-    const auto nth = values.begin() + static_cast<std::ptrdiff_t>(rank - 1);
-    std::nth_element(values.begin(), nth, values.end());
+    std::uint64_t seen = 0;
+    for (std::uint64_t v = 0; v < kDense; ++v) {
+      seen += dense_[v];
+      if (seen >= rank) return v;
+    }
+    const auto nth = long_.begin() + static_cast<std::ptrdiff_t>(rank - seen - 1);
+    std::nth_element(long_.begin(), nth, long_.end());
     return *nth;
-  };
-  stats.p50 = percentile(50);
-  stats.p90 = percentile(90);
-  stats.p99 = percentile(99);
-  return stats;
-}
+  }
+
+  LengthStats stats_{.min = std::numeric_limits<std::uint64_t>::max()};
+  long double sum_ = 0;
+  std::vector<std::uint64_t> dense_ = std::vector<std::uint64_t>(kDense, 0);
+  std::vector<std::uint64_t> long_;
+};
+
+// Passes over the maps drop the pages they read every this many elements, so the resident set
+// stays small however large the dataset (the pages stay in the page cache).
+constexpr std::size_t kReleaseEvery = std::size_t{1} << 20;
 
 void token_range(const IndexedDataset& dataset, DatasetSummary& summary) {
   const std::span<const std::uint8_t> bytes = dataset.bin_bytes();
@@ -56,6 +83,7 @@ void token_range(const IndexedDataset& dataset, DatasetSummary& summary) {
     for (std::size_t i = 0; i < n; ++i) {
       lo = std::min(lo, tokens[i]);
       hi = std::max(hi, tokens[i]);
+      if ((i + 1) % kReleaseEvery == 0) dataset.release_mapped_pages();
     }
     summary.min_token_id = static_cast<std::int64_t>(lo);
     summary.max_token_id = static_cast<std::int64_t>(hi);
@@ -87,18 +115,23 @@ DatasetSummary summarize(const IndexedDataset& dataset) {
   summary.idx_bytes = kIndexHeaderBytes + 12 * summary.sequences + 8 * (summary.documents + 1);
   token_range(dataset, summary);
 
-  const std::span<const std::int32_t> lengths = dataset.sequence_lengths();
-  std::vector<std::uint64_t> values(lengths.begin(), lengths.end());
-  summary.sequence_tokens = length_stats(values);
-
-  const std::span<const std::int64_t> docs = dataset.document_indices();
-  values.assign(summary.documents, 0);
-  for (std::size_t d = 0; d < summary.documents; ++d) {
-    for (auto s = docs[d]; s < docs[d + 1]; ++s) {
-      values[d] += static_cast<std::uint64_t>(lengths[s]);
-    }
+  const UnalignedArray<std::int32_t> lengths = dataset.sequence_lengths();
+  LengthHistogram sequences;
+  for (std::size_t s = 0; s < lengths.size(); ++s) {
+    sequences.add(static_cast<std::uint64_t>(lengths[s]));
+    if ((s + 1) % kReleaseEvery == 0) dataset.release_mapped_pages();
   }
-  summary.document_tokens = length_stats(values);
+  summary.sequence_tokens = sequences.stats();
+
+  const UnalignedArray<std::int64_t> docs = dataset.document_indices();
+  LengthHistogram documents;
+  for (std::size_t d = 0; d < summary.documents; ++d) {
+    documents.add(dataset.num_tokens(static_cast<std::size_t>(docs[d]),
+                                     static_cast<std::size_t>(docs[d + 1])));
+    if ((d + 1) % kReleaseEvery == 0) dataset.release_mapped_pages();
+  }
+  summary.document_tokens = documents.stats();
+  dataset.release_mapped_pages();
   return summary;
 }
 

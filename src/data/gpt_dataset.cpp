@@ -1,8 +1,10 @@
 // GPTDataset: description, cache hit / build / save, and sample reads (see gpt_dataset.h).
 #include "megatron/data/gpt_dataset.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <numeric>
 
 #include "megatron/core/check.h"
@@ -47,7 +49,92 @@ std::string index_problem(const std::vector<IndexArray>& arrays,
   return "";
 }
 
+PyJson unique_identifiers_of(const std::string& class_name,
+                             const std::optional<std::string>& dataset_path,
+                             std::optional<std::int64_t> num_samples, Split split,
+                             const GptDatasetConfig& config) {
+  PyJson identifiers = PyJson::dict();
+  identifiers.set("class", class_name);
+  identifiers.set("dataset_path", dataset_path ? PyJson(*dataset_path) : PyJson());
+  identifiers.set("num_samples", num_samples ? PyJson(*num_samples) : PyJson());
+  identifiers.set("index_split", split_name(split));
+  identifiers.set("random_seed", static_cast<std::int64_t>(config.random_seed));
+  identifiers.set("sequence_length", config.sequence_length);
+  identifiers.set("split", config.split ? PyJson(*config.split) : PyJson());
+  identifiers.set("split_matrix",
+                  config.split_matrix ? split_matrix_json(*config.split_matrix) : PyJson());
+  identifiers.set("tokenizer", config.tokenizer.identifiers);
+  return identifiers;
+}
+
+std::string cache_base(const std::string& hash, const std::string& class_name, Split split) {
+  return hash + "-" + class_name + "-" + split_name(split);
+}
+
 }  // namespace
+
+void check_split_has_tokens(const TokenSource& source, IndexRange documents, Split split,
+                            const GptDatasetConfig& config) {
+  const std::int64_t tokens = source.num_tokens(documents.begin, documents.end);
+  if (tokens > 1) return;
+  const std::string name = source.prefix().empty() ? std::string("mock data")
+                                                   : "dataset " + source.prefix();
+  const std::string how =
+      config.split ? str_cat("--split \"", *config.split, "\" gives it sequences [",
+                             documents.begin, ", ", documents.end, ") of ",
+                             source.num_sequences())
+                   : str_cat("it has ", source.num_sequences(), " sequences");
+  MEGATRON_FAIL("the ", split_name(split), " split of ", name, " holds ", tokens,
+                " tokens (", how, "), too few to build even one sample from; ",
+                config.split ? "give that split a larger share in --split, or set its "
+                               "iterations to 0 (--eval-iters 0 for valid and test)"
+                             : "pass a larger dataset for that split");
+}
+
+IndexFootprint GptDataset::footprint(const TokenSource& source,
+                                     const std::optional<std::string>& dataset_path,
+                                     IndexRange documents, std::optional<std::int64_t> num_samples,
+                                     Split split, const GptDatasetConfig& config) {
+  IndexFootprint out;
+  const std::string class_name = config.mock ? "MockGPTDataset" : "GPTDataset";
+  out.cache_folder = gpt_cache_folder(config, source.prefix());
+  if (!out.cache_folder.empty()) {
+    const std::string hash =
+        md5_hex(unique_identifiers_of(class_name, dataset_path, num_samples, split, config)
+                    .dumps(4));
+    out.cached = IndexCache(out.cache_folder, cache_base(hash, class_name, split), kArrayNames)
+                     .complete();
+  }
+  check_split_has_tokens(source, documents, split, config);
+  // Spec 4.3-4.6 in 128-bit arithmetic: a huge request must be measured, not overflowed.
+  __extension__ using Wide = unsigned __int128;
+  const Wide tokens = static_cast<Wide>(source.num_tokens(documents.begin, documents.end));
+  const Wide extra = config.add_extra_token_to_sequence ? 1 : 0;
+  const auto length = static_cast<Wide>(std::max(config.sequence_length, 1));
+  const Wide requested = num_samples ? static_cast<Wide>(std::max<std::int64_t>(*num_samples, 0)) *
+                                           length + extra
+                                     : tokens;
+  const Wide epochs = std::max<Wide>(1, (requested + tokens - 1) / tokens);
+  const Wide documents_per_epoch = static_cast<Wide>(documents.end - documents.begin);
+  const Wide stream = epochs * tokens - extra;
+  const Wide samples = stream / length + 1;  // rows of the sample index, drop_last or not
+  const Wide document_entries = epochs * documents_per_epoch;
+  const Wide sample_width = document_entries > 0x7fffffff ? 8 : 4;
+  const Wide shuffle_width = samples >= 0xfffffffeULL ? 8 : 4;
+  const Wide document_bytes = 4 * document_entries;
+  const Wide sample_bytes = 2 * sample_width * samples;
+  const Wide shuffle_bytes = shuffle_width * samples;
+  const Wide cap = std::numeric_limits<std::uint64_t>::max() / 4;
+  const auto clamp = [&](Wide v) { return static_cast<std::uint64_t>(std::min(v, cap)); };
+  out.epochs = clamp(epochs);
+  out.samples = clamp(samples - 1);
+  out.disk_bytes = clamp(document_bytes + sample_bytes + shuffle_bytes);
+  // Building holds the split's sequence ids, the document index twice (the final epoch is
+  // shuffled separately and appended) and the shuffle index twice (its two parts, joined).
+  out.memory_bytes =
+      clamp(4 * documents_per_epoch + 2 * document_bytes + sample_bytes + 2 * shuffle_bytes);
+  return out;
+}
 
 void log_warning(const DatasetLog& log, const std::string& message) {
   if (log) {
@@ -113,17 +200,8 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
                      documents_.end <= source_->num_sequences(),
                  "split range [", documents_.begin, ", ", documents_.end, ") outside the ",
                  source_->num_sequences(), " sequences of ", source_->prefix());
-  identifiers_ = PyJson::dict();
-  identifiers_.set("class", class_name_);
-  identifiers_.set("dataset_path", dataset_path_ ? PyJson(*dataset_path_) : PyJson());
-  identifiers_.set("num_samples", num_samples_ ? PyJson(*num_samples_) : PyJson());
-  identifiers_.set("index_split", split_name(split_));
-  identifiers_.set("random_seed", static_cast<std::int64_t>(config_.random_seed));
-  identifiers_.set("sequence_length", config_.sequence_length);
-  identifiers_.set("split", config_.split ? PyJson(*config_.split) : PyJson());
-  identifiers_.set("split_matrix",
-                   config_.split_matrix ? split_matrix_json(*config_.split_matrix) : PyJson());
-  identifiers_.set("tokenizer", config_.tokenizer.identifiers);
+  check_split_has_tokens(*source_, documents_, split_, config_);
+  identifiers_ = unique_identifiers_of(class_name_, dataset_path_, num_samples_, split_, config_);
   description_ = identifiers_.dumps(4);
   hash_ = md5_hex(description_);
 
@@ -135,8 +213,7 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
     log_info(config_.info, "Unable to save " + class_name_ + " indexes: no --data-cache-path");
     return;
   }
-  const IndexCache cache(cache_folder_, hash_ + "-" + class_name_ + "-" + split_name(split_),
-                         kArrayNames);
+  const IndexCache cache(cache_folder_, cache_base(hash_, class_name_, split_), kArrayNames);
   const bool complete = cache.complete();
   if (complete && load_indices(cache)) {
     log_info(config_.info, "Load the " + what + " from " + cache_folder_);
@@ -156,9 +233,8 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
 // rewritten under the same prefix would map indices of the old data. The sizes the current data
 // implies (epochs, document-index length, sample count, the last sample's offset) must match.
 std::string GptDataset::stale_problem(const std::vector<IndexArray>& arrays) const {
-  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
-  std::int64_t tokens_per_epoch = 0;
-  for (std::int64_t d = documents_.begin; d < documents_.end; ++d) tokens_per_epoch += lengths[static_cast<std::size_t>(d)];
+  const UnalignedArray<std::int32_t> lengths = source_->sequence_lengths();
+  const std::int64_t tokens_per_epoch = source_->num_tokens(documents_.begin, documents_.end);
   const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const EpochPlan plan = plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
   const std::uint64_t expected_documents =
@@ -203,11 +279,10 @@ bool GptDataset::load_indices(const IndexCache& cache) {
 }
 
 void GptDataset::build_indices() {
-  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
+  const UnalignedArray<std::int32_t> lengths = source_->sequence_lengths();
   std::vector<std::int32_t> documents(static_cast<std::size_t>(documents_.end - documents_.begin));
   std::iota(documents.begin(), documents.end(), static_cast<std::int32_t>(documents_.begin));
-  std::int64_t tokens_per_epoch = 0;
-  for (std::int32_t d : documents) tokens_per_epoch += lengths[static_cast<std::size_t>(d)];
+  const std::int64_t tokens_per_epoch = source_->num_tokens(documents_.begin, documents_.end);
   const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const EpochPlan plan =
       plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
@@ -238,7 +313,7 @@ void GptDataset::read_text(std::uint64_t k, std::span<std::int64_t> text) const 
   const std::int64_t d0 = sample_index_.at(2 * sample), o0 = sample_index_.at(2 * sample + 1);
   const std::int64_t d1 = sample_index_.at(2 * sample + 2), o1 = sample_index_.at(2 * sample + 3);
   const std::int64_t extra = options_.add_extra_token ? 1 : 0;
-  const std::span<const std::int32_t> lengths = source_->sequence_lengths();
+  const UnalignedArray<std::int32_t> lengths = source_->sequence_lengths();
   std::size_t filled = 0;
   const auto take = [&](std::int64_t position, std::int64_t offset, std::int64_t length) {
     MEGATRON_CHECK(position >= 0 && static_cast<std::uint64_t>(position) < document_index_.size(),

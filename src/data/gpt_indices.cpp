@@ -13,7 +13,7 @@ namespace megatron::data {
 namespace {
 
 template <typename T>
-std::vector<T> sample_rows(std::span<const std::int32_t> sizes,
+std::vector<T> sample_rows(UnalignedArray<std::int32_t> sizes,
                            std::span<const std::int32_t> document_index,
                            std::int32_t sequence_length, std::int64_t num_samples,
                            std::int32_t add_extra_token) {
@@ -114,7 +114,7 @@ std::vector<std::int32_t> build_document_index(std::span<const std::int32_t> doc
   return first;
 }
 
-IndexArray build_sample_index(std::span<const std::int32_t> sequence_lengths,
+IndexArray build_sample_index(UnalignedArray<std::int32_t> sequence_lengths,
                               std::span<const std::int32_t> document_index,
                               std::int32_t sequence_length, std::int64_t num_epochs,
                               std::int64_t tokens_per_epoch, bool drop_last_partial_sequence,

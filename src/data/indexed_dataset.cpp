@@ -1,6 +1,8 @@
 // IndexedDataset: reads and validates a Megatron `P.idx` / `P.bin` pair (spec 1.1-1.3).
-// The .idx arrays are copied into owned vectors (they sit at unaligned offsets); the .bin stays
-// mapped. Every check names the file it found wrong. Text datasets only (no multimodal modes).
+// Both files stay mapped; the .idx arrays are read through unaligned views. Every check names
+// the file it found wrong. Text datasets only (no multimodal modes).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -52,6 +54,9 @@ bool expected_index_size(std::uint64_t sequences, std::uint64_t documents, std::
   return !__builtin_add_overflow(*out, std::uint64_t{kIndexHeaderBytes}, out);
 }
 
+// Validation reads the .idx in chunks of this many elements, dropping each chunk's pages after.
+constexpr std::size_t kValidateChunk = std::size_t{1} << 20;
+
 }  // namespace
 
 std::string index_path(const std::string& prefix) { return prefix + ".idx"; }
@@ -78,9 +83,9 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
 }
 
 void IndexedDataset::load_index(const std::string& idx) {
-  const MappedFile file(idx);
-  const std::uint8_t* p = file.data();
-  const std::uint64_t size = file.size();
+  index_file_ = MappedFile(idx);
+  const std::uint8_t* p = index_file_.data();
+  const std::uint64_t size = index_file_.size();
 
   const bool magic_ok =
       size >= sizeof(kIndexMagic) && std::memcmp(p, kIndexMagic, sizeof(kIndexMagic)) == 0;
@@ -119,15 +124,31 @@ void IndexedDataset::load_index(const std::string& idx) {
   MEGATRON_CHECK(documents >= 1, idx, ": the document index is empty; a valid index holds at "
                  "least [0]");
 
-  lengths_.resize(sequences);
-  pointers_.resize(sequences);
-  document_indices_.resize(documents);
   const std::uint8_t* at = p + kIndexHeaderBytes;
-  std::memcpy(lengths_.data(), at, sequences * sizeof(std::int32_t));
+  lengths_ = UnalignedArray<std::int32_t>::from_bytes(at, sequences);
   at += sequences * sizeof(std::int32_t);
-  std::memcpy(pointers_.data(), at, sequences * sizeof(std::int64_t));
+  pointers_ = UnalignedArray<std::int64_t>::from_bytes(at, sequences);
   at += sequences * sizeof(std::int64_t);
-  std::memcpy(document_indices_.data(), at, documents * sizeof(std::int64_t));
+  document_indices_ = UnalignedArray<std::int64_t>::from_bytes(at, documents);
+}
+
+void IndexedDataset::release_mapped_pages() const {
+  // The maps are read-only and start on page boundaries: dropping pages loses nothing, a later
+  // read faults them back in from the page cache.
+  for (const MappedFile* file : {&index_file_, &data_file_}) {
+    if (file->size() == 0) continue;
+    ::madvise(const_cast<std::uint8_t*>(file->data()), file->size(), MADV_DONTNEED);
+  }
+}
+
+std::uint64_t IndexedDataset::num_tokens(std::size_t begin, std::size_t end) const {
+  MEGATRON_CHECK(begin <= end && end <= lengths_.size(), prefix_, ": sequences [", begin, ", ",
+                 end, ") are out of range (the dataset has ", lengths_.size(), " sequences)");
+  if (begin == end) return 0;
+  // validate_index checked that the pointers are the running byte sum of the lengths.
+  const auto last = static_cast<std::uint64_t>(pointers_[end - 1]) +
+                    static_cast<std::uint64_t>(lengths_[end - 1]) * dtype_size(dtype_);
+  return (last - static_cast<std::uint64_t>(pointers_[begin])) / dtype_size(dtype_);
 }
 
 void IndexedDataset::validate_index(const std::string& idx) {
@@ -136,23 +157,31 @@ void IndexedDataset::validate_index(const std::string& idx) {
   std::int64_t offset = 0;
   std::uint64_t tokens = 0;
   for (std::size_t i = 0; i < lengths_.size(); ++i) {
-    MEGATRON_CHECK(lengths_[i] >= 0, idx, ": sequence ", i, " has negative length ", lengths_[i]);
-    MEGATRON_CHECK(pointers_[i] == offset, idx, ": sequence ", i, " points to byte ",
-                   pointers_[i], " of the .bin, but the lengths before it put it at byte ", offset);
-    offset += static_cast<std::int64_t>(lengths_[i]) * itemsize;
-    tokens += static_cast<std::uint64_t>(lengths_[i]);
+    const std::int32_t length = lengths_[i];
+    const std::int64_t pointer = pointers_[i];
+    MEGATRON_CHECK(length >= 0, idx, ": sequence ", i, " has negative length ", length);
+    MEGATRON_CHECK(pointer == offset, idx, ": sequence ", i, " points to byte ", pointer,
+                   " of the .bin, but the lengths before it put it at byte ", offset);
+    offset += static_cast<std::int64_t>(length) * itemsize;
+    tokens += static_cast<std::uint64_t>(length);
+    if ((i + 1) % kValidateChunk == 0) release_mapped_pages();
   }
   num_tokens_ = tokens;
 
-  const std::span<const std::int64_t> doc = document_indices_;
+  const UnalignedArray<std::int64_t> doc = document_indices_;
   MEGATRON_CHECK(doc.front() == 0, idx, ": the document index starts at ", doc.front(),
                  " instead of 0");
+  std::int64_t previous = 0;
   for (std::size_t d = 1; d < doc.size(); ++d) {
-    MEGATRON_CHECK(doc[d] >= doc[d - 1], idx, ": the document index decreases at document ",
-                   d - 1, " (", doc[d - 1], " then ", doc[d], ")");
+    const std::int64_t current = doc[d];
+    MEGATRON_CHECK(current >= previous, idx, ": the document index decreases at document ",
+                   d - 1, " (", previous, " then ", current, ")");
+    previous = current;
+    if (d % kValidateChunk == 0) release_mapped_pages();
   }
   MEGATRON_CHECK(doc.back() == sequences, idx, ": the document index ends at ", doc.back(),
                  " but there are ", sequences, " sequences");
+  release_mapped_pages();
 }
 
 std::span<const std::uint8_t> IndexedDataset::bin_bytes() const {

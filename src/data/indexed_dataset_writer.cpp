@@ -80,7 +80,7 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, DType dtype)
 }
 
 void IndexedDatasetWriter::add_document(std::span<const std::int32_t> tokens,
-                                        std::span<const std::int32_t> sequence_lengths) {
+                                        UnalignedArray<std::int32_t> sequence_lengths) {
   MEGATRON_ASSERT(!finalized_, "add_document after finalize on ", prefix_);
   std::int64_t total = 0;
   for (const std::int32_t length : sequence_lengths) {
@@ -115,9 +115,9 @@ void IndexedDatasetWriter::add_index(const IndexedDataset& other) {
     bin_->write(bytes.data() + at, std::min(kCopyChunkBytes, bytes.size() - at));
   }
   const auto offset = static_cast<std::int64_t>(lengths_.size());
-  const std::span<const std::int32_t> lengths = other.sequence_lengths();
+  const UnalignedArray<std::int32_t> lengths = other.sequence_lengths();
   lengths_.insert(lengths_.end(), lengths.begin(), lengths.end());
-  const std::span<const std::int64_t> docs = other.document_indices();
+  const UnalignedArray<std::int64_t> docs = other.document_indices();
   document_indices_.reserve(document_indices_.size() + docs.size() - 1);
   for (std::size_t d = 1; d < docs.size(); ++d) document_indices_.push_back(docs[d] + offset);
   num_tokens_ += other.num_tokens();

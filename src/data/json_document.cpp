@@ -71,6 +71,11 @@ bool JsonDocumentParser::parse(std::string_view line, std::string& error) {
     type_errors_[k].clear();
     views_[k].clear();
   }
+  if (line_.starts_with("\xEF\xBB\xBF")) {  // json.loads: "Unexpected UTF-8 BOM"
+    error = "the line starts with a UTF-8 byte-order mark (BOM, bytes EF BB BF), which only the start of a file "
+            "may hold (files concatenated with their BOMs?); remove it";
+    return false;
+  }
   try {
     skip_ws();
     if (pos_ >= line_.size()) fail_at(pos_, "expecting value");

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -72,6 +73,10 @@ class GzipSource : public ByteSource {
         stream_.next_in = reinterpret_cast<Bytef*>(in_.data());
         stream_.avail_in = static_cast<uInt>(n);
       }
+      if (!in_member_ && (padding_ || *stream_.next_in == 0)) {
+        skip_padding();
+        continue;
+      }
       in_member_ = true;
       const int rc = inflate(&stream_, Z_NO_FLUSH);
       if (rc == Z_STREAM_END) {
@@ -86,11 +91,20 @@ class GzipSource : public ByteSource {
   std::uint64_t file_bytes_read() const override { return file_.file_bytes_read(); }
 
  private:
+  // Zero bytes after the last member are padding, which gzip ignores too; nothing may follow.
+  void skip_padding() {
+    padding_ = true;
+    for (; stream_.avail_in > 0; ++stream_.next_in, --stream_.avail_in) {
+      MEGATRON_CHECK(*stream_.next_in == 0, path_, ": data after the zero padding that follows the last gzip member");
+    }
+  }
+
   std::string path_;
   FileSource file_;
   std::vector<char> in_;
   z_stream stream_;
   bool in_member_ = false;
+  bool padding_ = false;
 };
 
 class ZstdSource : public ByteSource {
@@ -188,16 +202,39 @@ bool LineReader::refill() {
   return true;
 }
 
+void LineReader::check_not_utf16() {
+  while (end_ - begin_ < 2 && refill()) {
+  }
+  if (end_ - begin_ < 2) return;
+  const auto b0 = static_cast<unsigned char>(buffer_[begin_]);
+  const auto b1 = static_cast<unsigned char>(buffer_[begin_ + 1]);
+  const bool bom = (b0 == 0xFF && b1 == 0xFE) || (b0 == 0xFE && b1 == 0xFF);
+  const bool nul_between = (b0 == 0) != (b1 == 0) && (b0 | b1) < 0x80;
+  MEGATRON_CHECK(!bom && !nul_between, path_, ": looks like UTF-16 (",
+                 bom ? "it starts with a UTF-16 byte-order mark" : "NUL bytes between its first characters",
+                 "), not UTF-8; convert it first, e.g. iconv -f UTF-16 -t UTF-8 ", path_);
+}
+
 bool LineReader::next(std::string_view& line) {
+  if (at_start_) check_not_utf16();
   while (true) {
     const char* base = buffer_.data() + begin_;
-    const auto* nl = static_cast<const char*>(std::memchr(base + scanned_, '\n', end_ - begin_ - scanned_));
-    if (nl != nullptr) {
-      std::size_t len = static_cast<std::size_t>(nl - base);
-      const std::size_t consumed = len + 1;
-      if (len > 0 && base[len - 1] == '\r') --len;
+    const char* end = buffer_.data() + end_;
+    // Python's universal newlines: a line ends at "\n", "\r\n" or a lone "\r", nothing else.
+    const auto* nl = static_cast<const char*>(std::memchr(base + scanned_, '\n', end - base - scanned_));
+    const char* limit = nl != nullptr ? nl : end;
+    const auto* cr = static_cast<const char*>(std::memchr(base + scanned_, '\r', limit - base - scanned_));
+    if (cr != nullptr && cr + 1 == end && !eof_) {  // a "\r" that a "\n" may follow in the next block
+      scanned_ = static_cast<std::size_t>(cr - base);
+      refill();  // moves the buffer: look again, with eof_ set when nothing came
+      continue;
+    }
+    const char* eol = cr != nullptr ? cr : nl;
+    if (eol != nullptr) {
+      const auto len = static_cast<std::size_t>(eol - base);
+      const bool crlf = eol == cr && eol + 1 < end && eol[1] == '\n';
       line = std::string_view(base, len);
-      begin_ += consumed;
+      begin_ += len + (crlf ? 2 : 1);
       scanned_ = 0;
       had_newline_ = true;
       break;
@@ -223,7 +260,9 @@ bool LineReader::next(std::string_view& line) {
 std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns) {
   std::vector<std::string> files;
   for (const auto& pattern : patterns) {
-    if (pattern.find_first_of("*?[") == std::string::npos) {
+    // An existing path is a file name even when it holds *, ? or [ (as Python's open() reads it).
+    struct stat st {};
+    if (pattern.find_first_of("*?[") == std::string::npos || ::lstat(pattern.c_str(), &st) == 0) {
       check_readable_file(pattern, "--input");
       files.push_back(pattern);
       continue;

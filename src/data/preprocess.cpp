@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kBatchBytes = 1 << 20;
 constexpr std::size_t kBatchLines = 1024;
+constexpr int kMaxWorkers = 1024;
 
 enum class LineStatus : std::uint8_t { kDocument, kBlank, kInvalid };
 
@@ -131,27 +133,37 @@ class BatchEncoder {
 // exception on the writer's side never leaves threads running.
 class Pipeline {
  public:
+  // A thread that cannot start (a process limit: ulimit -u, a container's pids limit) stops and
+  // joins the threads already started, then throws naming the limit and --workers.
   Pipeline(const tokenizer::Tokenizer& tokenizer, const PreprocessOptions& options)
       : options_(options), max_in_flight_(static_cast<std::size_t>(4 * options.workers + 4)) {
-    reader_ = std::thread([this] { guarded([this] { read_all(); }); });
-    for (int w = 0; w < options.workers; ++w) {
-      workers_.emplace_back([this, &tokenizer] {
-        guarded([this, &tokenizer] {
-          BatchEncoder encoder(tokenizer, options_);
-          while (auto batch = take_work()) {
-            encoder.encode(*batch);
-            finish(std::move(batch));
-          }
+    workers_.reserve(static_cast<std::size_t>(options.workers));
+    try {
+      reader_ = std::thread([this] { guarded([this] { read_all(); }); });
+      for (int w = 0; w < options.workers; ++w) {
+        workers_.emplace_back([this, &tokenizer] {
+          guarded([this, &tokenizer] {
+            BatchEncoder encoder(tokenizer, options_);
+            while (auto batch = take_work()) {
+              encoder.encode(*batch);
+              finish(std::move(batch));
+            }
+          });
         });
-      });
+      }
+    } catch (const std::exception& e) {
+      const std::size_t started = workers_.size();
+      const bool reader_started = reader_.joinable();
+      shutdown();
+      MEGATRON_FAIL("cannot start ", reader_started ? str_cat("worker thread ", started + 1, " of ", options.workers)
+                                                    : std::string("the reader thread"),
+                    " (", e.what(), "): the process or thread limit is reached (see ulimit -u, or the "
+                    "container's pids limit); use fewer --workers (",
+                    started, " worker threads started)");
     }
   }
 
-  ~Pipeline() {
-    stop();
-    if (reader_.joinable()) reader_.join();
-    for (auto& w : workers_) w.join();
-  }
+  ~Pipeline() { shutdown(); }
 
   // The next batch in input order; nullptr after the last one. Rethrows a reader/worker failure.
   std::unique_ptr<Batch> next_in_order() {
@@ -190,6 +202,14 @@ class Pipeline {
     stopping_ = true;
     work_cv_.notify_all();
     space_cv_.notify_all();
+  }
+
+  void shutdown() {
+    stop();
+    if (reader_.joinable()) reader_.join();
+    for (auto& w : workers_) {
+      if (w.joinable()) w.join();
+    }
   }
 
   void read_all() {
@@ -280,6 +300,24 @@ std::vector<std::string> PreprocessOptions::validate() const {
     }
   }
   if (workers < 1) problems.push_back("--workers must be at least 1 (got " + std::to_string(workers) + ")");
+  if (workers > kMaxWorkers) {
+    problems.push_back(str_cat("--workers ", workers, " is more than ", kMaxWorkers,
+                               " threads; more workers than cores only cost memory: use at most the number of cores"));
+  }
+  // An input that is one of the outputs would be truncated before it is read.
+  for (const auto& input : inputs) {
+    for (const auto& key : json_keys) {
+      for (const char* ext : {".bin", ".idx"}) {
+        const std::string output = output_prefix_for_key(output_prefix, key) + ext;
+        std::error_code ec;
+        if (!output_prefix.empty() && std::filesystem::equivalent(input, output, ec)) {
+          problems.push_back(str_cat("--input ", input, " is the output file ", output,
+                                     " (the same file by real path); it would be overwritten: choose another "
+                                     "--output-prefix"));
+        }
+      }
+    }
+  }
   if (log_interval < 1) problems.push_back("--log-interval must be at least 1");
   return problems;
 }
@@ -316,7 +354,10 @@ PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const Preproce
       current_file = batch->file_index;
       out << "Opening " << options.inputs[current_file] << std::endl;
     }
-    std::vector<std::size_t> token_pos(writers.size(), 0), seq_pos(writers.size(), 0), doc_pos(writers.size(), 0);
+    struct Cursor {  // where each key's next document starts in the batch's arrays
+      std::size_t token = 0, sequence = 0, document = 0;
+    };
+    std::vector<Cursor> cursors(writers.size());
     std::size_t next_error = 0;
     for (std::size_t i = 0; i < batch->num_lines(); ++i) {
       stats.input_bytes += batch->line(i).size() + 1;
@@ -340,16 +381,17 @@ PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const Preproce
       }
       for (std::size_t k = 0; k < writers.size(); ++k) {
         const auto& key_out = batch->keys[k];
-        const std::uint32_t sequences = key_out.sequences_per_document[doc_pos[k]++];
-        const std::span<const std::int32_t> lengths(key_out.sequence_lengths.data() + seq_pos[k], sequences);
+        Cursor& at = cursors[k];
+        const std::uint32_t sequences = key_out.sequences_per_document[at.document++];
+        const std::span<const std::int32_t> lengths(key_out.sequence_lengths.data() + at.sequence, sequences);
         std::size_t doc_tokens = 0;
         for (const std::int32_t len : lengths) doc_tokens += static_cast<std::size_t>(len);
-        writers[k]->add_document(std::span<const std::int32_t>(key_out.tokens.data() + token_pos[k], doc_tokens),
+        writers[k]->add_document(std::span<const std::int32_t>(key_out.tokens.data() + at.token, doc_tokens),
                                  lengths);
         if (k == 0 && doc_tokens == 0) ++stats.empty_documents;
         stats.tokens += doc_tokens;
-        seq_pos[k] += sequences;
-        token_pos[k] += doc_tokens;
+        at.sequence += sequences;
+        at.token += doc_tokens;
       }
       chars += batch->chars[i];
       if (++stats.documents % options.log_interval == 0) {

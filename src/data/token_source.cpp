@@ -88,6 +88,18 @@ std::pair<std::int64_t, std::int64_t> scan_range(const std::uint8_t* bytes, std:
 
 }  // namespace
 
+std::int64_t TokenSource::num_tokens(std::int64_t begin, std::int64_t end) const {
+  const UnalignedArray<std::int32_t> lengths = sequence_lengths();
+  std::int64_t tokens = 0;
+  for (std::int64_t s = begin; s < end; ++s) tokens += lengths[static_cast<std::size_t>(s)];
+  return tokens;
+}
+
+std::int64_t IndexedTokenSource::num_tokens(std::int64_t begin, std::int64_t end) const {
+  return static_cast<std::int64_t>(
+      dataset_.num_tokens(static_cast<std::size_t>(begin), static_cast<std::size_t>(end)));
+}
+
 IndexedTokenSource::IndexedTokenSource(const std::string& prefix, std::string cache_dir)
     : dataset_(prefix), cache_dir_(std::move(cache_dir)) {}
 

@@ -183,8 +183,10 @@ void Gpt2BpeTokenizer::emit(std::int32_t symbol, std::string_view piece,
 void Gpt2BpeTokenizer::bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
   if (piece.size() <= 48) {
     bpe_small(piece, out);
-  } else {
+  } else if (piece.size() <= kMaxHeapPiece) {
     bpe_heap(piece, out);
+  } else {
+    bpe_low_memory(piece, out);
   }
 }
 

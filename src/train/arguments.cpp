@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@
 #include "argument_fields.h"
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
+#include "megatron/core/strings.h"
 #include "resolve_arguments.h"
 
 namespace megatron::train {
@@ -24,11 +26,12 @@ using detail::FieldSpec;
 using detail::FlagKind;
 using detail::ParseState;
 
-// The values of the last occurrence of a flag, and the spelling used.
+// The values of the last occurrence of a flag, the spelling used and how often it was given.
 struct RawValue {
   std::string flag;
   std::vector<std::string> values;
   bool explicit_flag_value = false;  // "--flag=x" on a store_true/store_false flag
+  int occurrences = 1;
 };
 
 std::string primary_flag(std::string_view flags) { return std::string(flags.substr(0, flags.find(','))); }
@@ -103,6 +106,11 @@ struct ApplyValues {
     const RawValue& given = it->second;
     state.given.insert(std::string(spec.dest));
     const std::string where = "argument " + given.flag;
+    if (given.occurrences > 1 && (spec.kind == FlagKind::kValue || spec.kind == FlagKind::kList)) {
+      const bool several = given.values.size() > 1;
+      state.messages.push_back("note: " + given.flag + " given " + std::to_string(given.occurrences) + " times; the last " +
+                               (several ? "values (" : "value (") + join(given.values, " ") + (several ? ") are used" : ") is used"));
+    }
     if (spec.kind == FlagKind::kStoreTrue || spec.kind == FlagKind::kStoreFalse) {
       if constexpr (std::is_same_v<T, bool>) field = spec.kind == FlagKind::kStoreTrue;
       if (given.explicit_flag_value) fail(spec, where + ": ignored explicit argument; it takes no value");
@@ -135,11 +143,19 @@ struct ApplyValues {
     field = text;
     return true;
   }
+  // Every float flag must be finite: nan and inf would pass the range checks (nan compares false)
+  // and only fail deep inside LibTorch or the schedule. The field keeps its default.
   bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, double& field) {
     const auto value = python_float(text);
-    if (!value) fail(spec, where + ": invalid float value: '" + text + "'");
-    if (value) field = *value;
-    return value.has_value();
+    if (!value) {
+      fail(spec, where + ": invalid float value: '" + text + "'");
+    } else if (!std::isfinite(*value)) {
+      fail(spec, where + ": " + trim(text) + " is not a finite number");
+    } else {
+      field = *value;
+      return true;
+    }
+    return false;
   }
   template <typename T>
     requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
@@ -193,7 +209,8 @@ void register_flags(CLI::App& app, std::map<std::string, RawValue, std::less<>>&
       option = app.add_option(
                       names,
                       [&raw, dest, flag = primary_flag(flags)](const CLI::results_t& values) {
-                        raw[dest] = RawValue{flag, values};
+                        RawValue& entry = raw[dest];
+                        entry = RawValue{flag, values, false, entry.flag.empty() ? 1 : entry.occurrences + 1};
                         return true;
                       },
                       help)

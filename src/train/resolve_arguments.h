@@ -71,6 +71,7 @@ class Resolver {
   void precision();
   void iterations();
   void model();
+  void memory();
   void optimizer();
   void schedule();
   void tokenizer();

@@ -13,6 +13,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/process_lock.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
 
@@ -54,6 +55,7 @@ class Trainer {
 
   const Arguments& args_;
   std::ostream& out_;
+  std::unique_ptr<OutputLock> save_lock_;  // rank 0, with --save
   std::unique_ptr<parallel::ParallelState> ps_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
@@ -79,6 +81,12 @@ class Trainer {
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
+  if (args_.checkpoint.save && args_.parallel.rank == 0) {
+    save_lock_ = checkpoint::lock_save_folder(*args_.checkpoint.save);
+    if (!save_lock_->note().empty()) out_ << "WARNING: " << save_lock_->note() << "\n";
+    const auto removed = checkpoint::remove_stale_temporaries(*args_.checkpoint.save);
+    if (!removed.empty()) out_ << describe_removed_temporaries(removed) << "\n";
+  }
   for (const auto& line : startup_messages) out_ << line << "\n";
   out_ << format_argument_dump(args_);
   out_ << "> building " << args_.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer") << " tokenizer ..." << std::endl;

@@ -1,9 +1,13 @@
 // Command line -> module configurations, datasets, micro-batch tensors and checkpoint mapping
 // (see trainer_parts.h).
+#include <cstdlib>
 #include <map>
 #include <ostream>
+#include <set>
+#include <string_view>
 
 #include "megatron/core/check.h"
+#include "megatron/core/process_lock.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
 #include "trainer_parts.h"
 
@@ -97,6 +101,36 @@ data::TokenizerInfo tokenizer_info(const Arguments& args, const tokenizer::Token
 
 }  // namespace
 
+namespace {
+
+// Removes the index-cache temporaries that dead runs left (in --data-cache-path, else in each
+// dataset's <prefix>/cache/GPTDataset_indices; the numbers among the paths are weights).
+// Returns the line to log, or "".
+std::string remove_stale_cache_temporaries(const data::DataPaths& paths, const data::GptDatasetConfig& config) {
+  std::set<std::string> folders;
+  for (const auto* list : {&paths.data_path, &paths.train_data_path, &paths.valid_data_path, &paths.test_data_path}) {
+    for (const std::string& entry : *list) {
+      char* end = nullptr;
+      std::strtod(entry.c_str(), &end);
+      if (end != entry.c_str() && *end == '\0') continue;
+      const std::string folder = data::gpt_cache_folder(config, entry);
+      if (!folder.empty()) folders.insert(folder);
+    }
+  }
+  if (!config.data_cache_path.empty()) folders.insert(config.data_cache_path);
+  const auto is_cache_file = [](std::string_view base) {
+    return base.ends_with(".npy") || base.ends_with(".json") || base.ends_with("-description.txt");
+  };
+  std::vector<std::string> removed;
+  for (const std::string& folder : folders) {
+    for (auto& path : remove_stale_temporaries(folder, is_cache_file)) removed.push_back(std::move(path));
+  }
+  const std::string line = describe_removed_temporaries(removed);
+  return line.empty() ? line : line + "\n";
+}
+
+}  // namespace
+
 data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tokenizer& tok, std::ostream& out) {
   data::DataPaths paths;
   const DataArgs& d = args.data;
@@ -126,6 +160,7 @@ data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tok
   config.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
   config.info = [&out](const std::string& line) { out << "INFO:megatron.core.datasets:" << line << "\n"; };
   config.warning = [&out](const std::string& line) { out << "WARNING:megatron.core.datasets:" << line << "\n"; };
+  if (args.parallel.rank == 0) out << remove_stale_cache_temporaries(paths, config);
   auto datasets = data::build_gpt_datasets(paths, samples, config);
   out << "> finished creating GPT datasets ..." << std::endl;
   return datasets;

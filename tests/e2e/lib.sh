@@ -1,12 +1,13 @@
 # Shared set-up and assertions for the end-to-end scripts; sourced, never run on its own.
 # Every script is called as: script.sh PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR
-# (the build's decompressed tests/data/ and the repository's tokenizers/gpt2/).
+# [MEGATRON_TRAIN] (the build's decompressed tests/data/ and the repository's tokenizers/gpt2/; the
+# scripts that train get megatron_train's path last, as $TRAIN).
 # Sourcing sets those paths, the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp
 # folder removed on exit). Assertions print what they check and exit 1 on the first failure.
 # shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
 
-if [[ $# -ne 5 ]]; then
-  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR" >&2
+if [[ $# -ne 5 && $# -ne 6 ]]; then
+  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR [MEGATRON_TRAIN]" >&2
   exit 2
 fi
 # Absolute paths: the scripts run inside $WORK.
@@ -15,6 +16,8 @@ MERGE=$(realpath -- "$2")
 INFO=$(realpath -- "$3")
 DATA=$(realpath -- "$4")
 GPT2=$(realpath -- "$5")
+TRAIN=""
+[[ $# -eq 6 ]] && TRAIN=$(realpath -- "$6")
 VOCAB=$GPT2/gpt2-vocab.json
 MERGES=$GPT2/gpt2-merges.txt
 CORPUS=$DATA/corpus.jsonl

@@ -5,21 +5,27 @@
 // every file). Commit protocol: everything is written into iter_XXXXXXX.tmp.<pid>/ and fsynced,
 // the folder is renamed into place, and only then the tracker file is replaced. A crash at any
 // moment leaves the previous checkpoint loadable; a corrupt or partial one is refused by name.
+// A signal during a save removes the temporary folder (TemporaryFolder), a SIGKILL leftover goes
+// at the next start (remove_stale_temporaries).
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "megatron/checkpoint/safetensors.h"
+#include "megatron/core/process_lock.h"
 
 namespace megatron::checkpoint {
 
 inline constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
+inline constexpr const char* kRunConfigFile = "run_config.json";  // the trainer's, beside the tracker
 inline constexpr int kFormatVersion = 1;
 
 struct CheckpointState {
@@ -42,6 +48,17 @@ std::string iteration_folder(const std::string& root, std::int64_t iteration);
 // the tracker. Throws megatron::Error naming what could not be written; nothing half-written is
 // left under a final name.
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard);
+
+// Creates <root> and locks <root>/.lock against a second run saving there (held until the
+// returned lock is destroyed or the process ends); throws naming the process holding it.
+std::unique_ptr<OutputLock> lock_save_folder(const std::string& root);
+
+// True for the names a save writes into <root>: iter_XXXXXXX, the tracker and the run config.
+bool is_checkpoint_output(std::string_view name);
+
+// At start, with the --save lock held: removes <root>'s temporaries (iter_XXXXXXX.tmp.<pid>/,
+// tracker and run-config .tmp files) of processes that are gone. Returns their paths.
+std::vector<std::string> remove_stale_temporaries(const std::string& root);
 
 // The iteration in <root>/latest_checkpointed_iteration.txt; nullopt when the file does not exist
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.

@@ -1,8 +1,9 @@
 // Files the way every tool needs them: outputs written under a temporary name and renamed into
 // place only when complete (AtomicFile), read-only memory maps (MappedFile), and checks that an
 // input is readable or an output folder writable before any work starts.
-// Invariant: a final name never holds a partial file, also after SIGINT/SIGTERM (the temporaries
-// of live AtomicFiles are unlinked by the handler install_temp_file_cleanup() sets).
+// Invariant: a final name never holds a partial file, also after SIGINT/SIGTERM/SIGHUP (the
+// temporaries of live AtomicFiles and TemporaryFolders are removed by the handler that
+// install_temp_file_cleanup() sets); SIGKILL leftovers go at the next start (process_lock.h).
 #pragma once
 
 #include <cstddef>
@@ -49,9 +50,37 @@ class AtomicFile {
   std::size_t buffered_ = 0;
 };
 
-// Installs SIGINT/SIGTERM/SIGHUP handlers that unlink the temporaries of live AtomicFiles and
-// then re-raise the signal with its default action. Call once from a tool's main().
+// A folder filled under a temporary name and then renamed into place (a checkpoint's
+// iter_XXXXXXX.tmp.<pid>/). Created by the constructor (its parent must exist); until release(),
+// the destructor and the signal handler remove it with everything in it.
+class TemporaryFolder {
+ public:
+  explicit TemporaryFolder(std::string path);  // throws megatron::Error naming the path
+  ~TemporaryFolder();
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+
+  void release();  // after the rename: the folder is no longer this object's
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int cleanup_slot_ = -1;
+  bool released_ = false;
+};
+
+// Installs SIGINT/SIGTERM/SIGHUP handlers that remove the temporaries of live AtomicFiles and
+// TemporaryFolders (and the lock files of live OutputLocks), then re-raise the signal with its
+// default action. A signal ignored at start (SIGHUP under nohup, SIGINT in a background job of a
+// script) stays ignored. Call once from a tool's main().
 void install_temp_file_cleanup();
+
+namespace detail {
+// The paths the signal handler removes: a file, or a folder with its contents. Returns the slot
+// to release (-1 when the path is too long or all slots are taken: then it is not removed).
+int register_signal_cleanup(const std::string& path, bool folder);
+void release_signal_cleanup(int slot);
+}  // namespace detail
 
 class MappedFile {
  public:

@@ -80,8 +80,26 @@ class SampleDataset {
   void read_sample(std::uint64_t k, const SampleBuffers& out) const;
 };
 
+// What building one split's indices takes (spec 4.3-4.6), known before anything is built.
+struct IndexFootprint {
+  bool cached = false;           // complete cache files exist: they are mapped, not built
+  std::string cache_folder;      // "" for uncached mock data
+  std::uint64_t epochs = 0;
+  std::uint64_t samples = 0;     // samples the indices cover
+  std::uint64_t memory_bytes = 0;  // peak memory while building
+  std::uint64_t disk_bytes = 0;    // the .npy files in the cache folder
+};
+
 class GptDataset : public SampleDataset {
  public:
+  // The footprint of GptDataset(source, dataset_path, documents, num_samples, split, config)
+  // without building it; sizes saturate instead of overflowing. Throws like the constructor
+  // for a split too small to hold a sample.
+  static IndexFootprint footprint(const TokenSource& source,
+                                  const std::optional<std::string>& dataset_path,
+                                  IndexRange documents, std::optional<std::int64_t> num_samples,
+                                  Split split, const GptDatasetConfig& config);
+
   // One split of `source`: sequences [documents.begin, documents.end), `num_samples` samples
   // requested (none: one epoch). `dataset_path` is the prefix printed into the description
   // (none for mock data). Maps the cached indices when the cache is complete and matches,
@@ -138,6 +156,11 @@ class GptDataset : public SampleDataset {
 // The cache folder of a dataset: config.data_cache_path, else <prefix>/cache/GPTDataset_indices
 // ("" for mock data without a cache path).
 std::string gpt_cache_folder(const GptDatasetConfig& config, const std::string& prefix);
+
+// Throws megatron::Error when sequences `documents` of `source` hold fewer than 2 tokens (no
+// sample can be built), naming the split, the dataset prefix and the --split share it got.
+void check_split_has_tokens(const TokenSource& source, IndexRange documents, Split split,
+                            const GptDatasetConfig& config);
 
 // Writes `message` through `log`, or to stderr as "WARNING: message" when `log` is empty.
 void log_warning(const DatasetLog& log, const std::string& message);

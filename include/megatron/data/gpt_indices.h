@@ -11,6 +11,7 @@
 
 #include "megatron/data/npy.h"
 #include "megatron/data/numpy_random.h"
+#include "megatron/data/unaligned_array.h"
 
 namespace megatron::data {
 
@@ -37,7 +38,7 @@ std::vector<std::int32_t> build_document_index(std::span<const std::int32_t> doc
 // Spec 4.5: rows (document-index position, token offset), [num_samples + 1, 2] row-major.
 // int32 when max(len(document_index), max(sequence_lengths)) fits int32, else int64 (helpers.py).
 // With drop_last_partial_sequence false the count is ceil in float32, as helpers.cpp computes it.
-IndexArray build_sample_index(std::span<const std::int32_t> sequence_lengths,
+IndexArray build_sample_index(UnalignedArray<std::int32_t> sequence_lengths,
                               std::span<const std::int32_t> document_index,
                               std::int32_t sequence_length, std::int64_t num_epochs,
                               std::int64_t tokens_per_epoch, bool drop_last_partial_sequence,

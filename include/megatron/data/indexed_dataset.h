@@ -1,5 +1,5 @@
 // Megatron's mmap indexed dataset (`P.idx` + `P.bin`, spec section 1): a reader that validates
-// both files, copies the .idx arrays into memory and maps the .bin, and a writer that streams
+// and maps both files (the .idx arrays read through unaligned views), and a writer that streams
 // token ids into `.bin` and writes `.idx` at the end. Both files are written under temporary
 // names and appear together only when finalize() succeeds. Text datasets only: the multimodal
 // "modes" array is not supported.
@@ -13,6 +13,7 @@
 
 #include "megatron/core/file_io.h"
 #include "megatron/data/dtype.h"
+#include "megatron/data/unaligned_array.h"
 
 namespace megatron::data {
 
@@ -25,7 +26,9 @@ std::string data_path(const std::string& prefix);   // prefix + ".bin"
 
 class IndexedDataset {
  public:
-  // Reads P.idx (its arrays copied: 12 bytes per sequence, 8 per document) and maps P.bin.
+  // Maps P.idx and P.bin. The .idx arrays stay in the page cache (shared by every process
+  // that opens the dataset); validating them touches every page once, then drops them from
+  // this process's resident set, so memory does not grow with the number of documents.
   // Throws megatron::Error naming the file and the problem: missing file, bad magic (not a
   // Megatron index), unsupported version or dtype code, a size that disagrees
   // with the header (truncated or trailing bytes), document indices that do not start at 0, are
@@ -38,11 +41,17 @@ class IndexedDataset {
   std::size_t num_sequences() const { return lengths_.size(); }
   std::size_t num_documents() const { return document_indices_.size() - 1; }
   std::uint64_t num_tokens() const { return num_tokens_; }
+  // Tokens in sequences [begin, end), from the pointers (no pass over the lengths).
+  std::uint64_t num_tokens(std::size_t begin, std::size_t end) const;
 
-  std::span<const std::int32_t> sequence_lengths() const { return lengths_; }
-  std::span<const std::int64_t> sequence_pointers() const { return pointers_; }
+  // Views into the mapped .idx (valid while this dataset lives).
+  UnalignedArray<std::int32_t> sequence_lengths() const { return lengths_; }
+  UnalignedArray<std::int64_t> sequence_pointers() const { return pointers_; }
   // [0, e1, ..., num_sequences]: document d spans sequences [doc[d], doc[d+1]).
-  std::span<const std::int64_t> document_indices() const { return document_indices_; }
+  UnalignedArray<std::int64_t> document_indices() const { return document_indices_; }
+  // Drops the .idx and .bin pages this process has read from its resident set (they stay in
+  // the page cache); for passes over every token or document, such as dataset_info's.
+  void release_mapped_pages() const;
 
   // Raw bytes of the .bin file and of one sequence.
   std::span<const std::uint8_t> bin_bytes() const;
@@ -59,13 +68,13 @@ class IndexedDataset {
   void validate_index(const std::string& idx_path);
 
   std::string prefix_;
+  MappedFile index_file_;
   MappedFile data_file_;
   DType dtype_ = DType::kUInt16;
-  // Copied out of the .idx: its arrays start at byte 34, so views into the map would be
-  // misaligned int32/int64 accesses.
-  std::vector<std::int32_t> lengths_;
-  std::vector<std::int64_t> pointers_;
-  std::vector<std::int64_t> document_indices_;
+  // Into index_file_: its arrays start at byte 34, at unaligned addresses.
+  UnalignedArray<std::int32_t> lengths_;
+  UnalignedArray<std::int64_t> pointers_;
+  UnalignedArray<std::int64_t> document_indices_;
   std::uint64_t num_tokens_ = 0;
 };
 
@@ -79,7 +88,7 @@ class IndexedDatasetWriter {
   // size. An empty document (no sequences) is recorded as a zero-sequence document. Token ids
   // must fit the dtype (checked).
   void add_document(std::span<const std::int32_t> tokens,
-                    std::span<const std::int32_t> sequence_lengths);
+                    UnalignedArray<std::int32_t> sequence_lengths);
   // Appends every document of another dataset (Megatron's add_index); dtypes must match.
   void add_index(const IndexedDataset& other);
 

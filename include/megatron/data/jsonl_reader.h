@@ -32,8 +32,10 @@ class LineReader {
   explicit LineReader(const std::string& path);
   ~LineReader();
 
-  // The next line without its terminator ("\n" or "\r\n"); the view stays valid until the next
-  // call. A UTF-8 byte-order mark at the start of the file is dropped. False at the end.
+  // The next line without its terminator: "\n", "\r\n" or a lone "\r", as Python's universal
+  // newlines split a file read in text mode; the view stays valid until the next call. A UTF-8
+  // byte-order mark at the start of the file is dropped; a file that starts like UTF-16 is an
+  // error. False at the end.
   bool next(std::string_view& line);
 
   std::uint64_t line_number() const { return line_number_; }  // 1-based, of the last line
@@ -44,6 +46,7 @@ class LineReader {
 
  private:
   bool refill();
+  void check_not_utf16();
 
   std::string path_;
   Compression compression_ = Compression::kNone;
@@ -58,7 +61,8 @@ class LineReader {
   std::uint64_t line_number_ = 0;
 };
 
-// Expands --input values: each is a path or a glob pattern (*, ?, [...]); glob matches are sorted.
+// Expands --input values: a path that exists is taken as it is, even with *, ? or [ in its name;
+// any other value holding one of them is a glob pattern, whose matches are sorted.
 // Throws naming the pattern when a glob matches nothing; checks every file is readable.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns);
 

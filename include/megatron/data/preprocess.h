@@ -24,7 +24,8 @@ struct PreprocessOptions {
   bool skip_invalid_lines = false;
   std::uint64_t max_warnings = 20;  // per-line warnings printed with skip_invalid_lines
 
-  // Every problem found, one message each (empty when valid).
+  // Every problem found, one message each (empty when valid): also --workers above 1024, and an
+  // input that is (as a file, whatever its path) one of the .bin/.idx outputs.
   std::vector<std::string> validate() const;
 };
 

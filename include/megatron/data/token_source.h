@@ -22,7 +22,9 @@ class TokenSource {
   // The dataset prefix; "" for mock data.
   virtual const std::string& prefix() const = 0;
   // Tokens per sequence (the units --split divides and documents index).
-  virtual std::span<const std::int32_t> sequence_lengths() const = 0;
+  virtual UnalignedArray<std::int32_t> sequence_lengths() const = 0;
+  // Tokens in sequences [begin, end); 0 <= begin <= end <= num_sequences().
+  virtual std::int64_t num_tokens(std::int64_t begin, std::int64_t end) const;
   // Copies `length` ids of `sequence` starting at token `offset` to `out`, widened to int64.
   // Throws megatron::Error when the range is outside the sequence.
   virtual void read(std::int64_t sequence, std::int64_t offset, std::int64_t length,
@@ -43,9 +45,10 @@ class IndexedTokenSource : public TokenSource {
   IndexedTokenSource(const std::string& prefix, std::string cache_dir);
 
   const std::string& prefix() const override { return dataset_.prefix(); }
-  std::span<const std::int32_t> sequence_lengths() const override {
+  UnalignedArray<std::int32_t> sequence_lengths() const override {
     return dataset_.sequence_lengths();
   }
+  std::int64_t num_tokens(std::int64_t begin, std::int64_t end) const override;
   void read(std::int64_t sequence, std::int64_t offset, std::int64_t length,
             std::int64_t* out) const override;
   std::pair<std::int64_t, std::int64_t> token_id_range() const override;
@@ -74,7 +77,7 @@ class MockTokenSource : public TokenSource {
   MockTokenSource(std::int64_t eod, std::uint64_t vocab_size);
 
   const std::string& prefix() const override { return prefix_; }
-  std::span<const std::int32_t> sequence_lengths() const override { return lengths_; }
+  UnalignedArray<std::int32_t> sequence_lengths() const override { return lengths_; }
   void read(std::int64_t sequence, std::int64_t offset, std::int64_t length,
             std::int64_t* out) const override;
   std::pair<std::int64_t, std::int64_t> token_id_range() const override;

@@ -1,5 +1,7 @@
 // Checkpoint layout, round trip, commit order and the refusal of corrupt or partial checkpoints.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -104,8 +106,54 @@ TEST(Checkpoint, RefusesATruncatedOrPartialCheckpoint) {
   EXPECT_NE(expect_load_error(root, 5).find("truncated"), std::string::npos);
   fs::remove(shard + "/meta.json");
   EXPECT_NE(expect_load_error(root, 5).find("partial"), std::string::npos);
+}
+
+TEST(Checkpoint, TrackerNamingAMissingFolderSaysSo) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(5), "mp_rank_00");
   fs::remove_all(iteration_folder(root, 5));
-  EXPECT_NE(expect_load_error(root, 5).find("partial"), std::string::npos);
+  const std::string msg = expect_load_error(root, 5);
+  EXPECT_NE(msg.find("names iteration 5 but iter_0000005/ does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("latest_checkpointed_iteration.txt"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("partial"), std::string::npos) << msg;
+}
+
+TEST(Checkpoint, StartRemovesTheTemporariesOfDeadSavesOnly) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(10), "mp_rank_00");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child);
+  const std::string live = std::to_string(::getppid());
+  fs::create_directories(fs::path(iteration_folder(root, 20) + ".tmp." + dead) / "mp_rank_00");  // a SIGKILL mid-save
+  dir.write("iter_0000020.tmp." + dead + "/mp_rank_00/model.safetensors", "partial");
+  dir.write(std::string(kTrackerFile) + ".tmp." + dead + ".3", "20");
+  fs::create_directories(iteration_folder(root, 30) + ".tmp." + live);  // a live writer: kept
+  dir.write("notes.tmp." + dead + ".0", "not ours");                    // not a checkpoint name: kept
+  const auto removed = remove_stale_temporaries(root);
+  EXPECT_EQ(removed.size(), 2u);
+  EXPECT_FALSE(fs::exists(iteration_folder(root, 20) + ".tmp." + dead));
+  EXPECT_TRUE(fs::exists(iteration_folder(root, 30) + ".tmp." + live));
+  EXPECT_TRUE(fs::exists(dir.path() / ("notes.tmp." + dead + ".0")));
+  EXPECT_NO_THROW(load_checkpoint(root, 10, "mp_rank_00", true, true));
+}
+
+TEST(Checkpoint, SecondRunSavingToTheSameFolderIsRefused) {
+  TempDir dir("ckpt");
+  const std::string root = (dir.path() / "run").string();
+  const auto lock = lock_save_folder(root);
+  EXPECT_TRUE(fs::exists(fs::path(root) / ".lock"));
+  try {
+    lock_save_folder(root);
+    ADD_FAILURE() << "expected the second lock to fail";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--save " + root), std::string::npos) << msg;
+    EXPECT_NE(msg.find("process " + std::to_string(::getpid())), std::string::npos) << msg;
+  }
 }
 
 TEST(Checkpoint, NoSaveOptimThenLoadingOptimizerStateIsAnError) {

@@ -1,8 +1,12 @@
-// AtomicFile (nothing under the final name until commit, temporaries removed), MappedFile and
-// the up-front path checks.
+// AtomicFile (nothing under the final name until commit, temporaries removed), TemporaryFolder,
+// the signal handler (in a forked child: it re-raises the signal), MappedFile and path checks.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
@@ -66,6 +70,75 @@ TEST_F(FileIo, ChecksReportWhatAndWhere) {
       error_of([&] { check_writable_parent(dir_ / "no_such_folder/prefix", "--output-prefix"); }),
       {"does not exist", "--output-prefix"});
   EXPECT_NO_THROW(check_writable_parent(dir_ / "prefix", "--output-prefix"));
+}
+
+TEST_F(FileIo, TemporaryFolderIsRemovedUnlessReleased) {
+  const std::string path = dir_ / "iter_0000001.tmp.1";
+  {
+    TemporaryFolder folder(path);
+    fs::create_directories(fs::path(path) / "mp_rank_00");
+    std::ofstream(fs::path(path) / "mp_rank_00" / "model.safetensors") << "x";
+  }
+  EXPECT_FALSE(fs::exists(path));
+  {
+    TemporaryFolder folder(path);
+    fs::rename(path, dir_ / "iter_0000001");
+    folder.release();
+  }
+  EXPECT_TRUE(fs::is_directory(dir_ / "iter_0000001"));
+  expect_contains(error_of([&] { TemporaryFolder folder(dir_ / "missing/iter.tmp.1"); }), {"missing/iter.tmp.1"});
+}
+
+// Runs `child` in a forked process and returns its wait status.
+template <typename Fn>
+int status_of_child(Fn&& child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    child();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST_F(FileIo, SignalRemovesTemporaryFoldersAndFilesThenKills) {
+  const std::string folder = dir_ / "iter_0000002.tmp.7";
+  const std::string final_file = dir_ / "out.bin";
+  const int status = status_of_child([&] {
+    install_temp_file_cleanup();
+    TemporaryFolder temp(folder);
+    fs::create_directories(fs::path(folder) / "mp_rank_00" / "deeper");
+    for (int i = 0; i < 300; ++i) {  // more entries than one getdents64 buffer holds
+      std::ofstream(fs::path(folder) / "mp_rank_00" / ("file_with_a_long_name_" + std::to_string(i))) << i;
+    }
+    std::ofstream(fs::path(folder) / "mp_rank_00" / "deeper" / "meta.json") << "{}";
+    AtomicFile inside((fs::path(folder) / "mp_rank_00" / "model.safetensors").string());
+    AtomicFile beside(final_file);
+    beside.write("partial", 7);
+    std::raise(SIGTERM);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_FALSE(fs::exists(folder));
+  EXPECT_TRUE(dir_.files().empty());  // neither the folder nor the file's temporary
+}
+
+TEST_F(FileIo, SignalIgnoredAtStartStaysIgnored) {
+  for (int signo : {SIGHUP, SIGINT}) {
+    const int status = status_of_child([&] {
+      std::signal(signo, SIG_IGN);  // as nohup, or a script starting a background job
+      install_temp_file_cleanup();
+      std::raise(signo);
+    });
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "signal " << signo << ", status " << status;
+  }
+  const int status = status_of_child([] {
+    std::signal(SIGHUP, SIG_DFL);
+    install_temp_file_cleanup();
+    std::raise(SIGHUP);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGHUP) << "status " << status;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <limits>
 
 #include "megatron/data/data_sampler.h"
 #include "megatron/data/dataset_builder.h"
@@ -225,6 +227,78 @@ TEST(Builder, RefusesABlendThatOversamplesADataset) {
                     build_gpt_datasets(paths, {100000, 10, 10}, config);
                   }),
                   {"train blend oversamples its datasets", "raise --mid-level-dataset-surplus"});
+}
+
+// Item 6 of issue 8: indices too large to build are refused from their computed size, naming
+// the flag, the bytes needed and the bytes available, before anything is allocated or written.
+TEST(Builder, RefusesIndicesTooLargeToBuildBeforeWritingAnything) {
+  DataPaths paths;
+  paths.data_path = {testing::golden_dataset_prefix()};
+  paths.split = "98,1,1";
+  GptDatasetConfig config = golden_config();
+  testing::TempDir dir;
+  config.data_cache_path = dir / "cache";
+  const std::int64_t huge = 1'000'000'000'000'000;  // samples: petabytes of indices
+  const std::string train = error_of([&] { build_gpt_datasets(paths, {huge, 10, 10}, config); });
+  expect_contains(train, {"building the dataset indices needs ", " bytes (", "of memory",
+                          "the train split of dataset " + testing::golden_dataset_prefix(),
+                          "set by --train-iters / --train-samples", " are available",
+                          "lower --train-iters / --train-samples"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "cache")) << "something was written";
+  const std::string valid = error_of([&] { build_gpt_datasets(paths, {10, huge, 10}, config); });
+  expect_contains(valid, {"the valid split of dataset", "--eval-iters / --eval-interval"});
+  // Sample counts whose token count overflows 64 bits are measured, not wrapped around.
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max();
+  expect_contains(error_of([&] { build_gpt_datasets(paths, {10, 10, most}, config); }),
+                  {"the test split of dataset", "--eval-iters"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "cache"));
+}
+
+TEST(Builder, SmallIndicesPassTheBudgetCheck) {
+  DataPaths paths;
+  paths.data_path = {testing::golden_dataset_prefix()};
+  paths.split = "98,1,1";
+  GptDatasetConfig config = golden_config();
+  testing::TempDir dir;
+  config.data_cache_path = dir / "cache";
+  const GptDatasets built = build_gpt_datasets(paths, {1000, 10, 10}, config);
+  ASSERT_NE(built.train(), nullptr);
+  EXPECT_GE(built.train()->size(), 1000u);
+}
+
+// Item 8 of issue 8: an empty split names itself, the dataset and the --split that emptied it.
+TEST(Builder, AnEmptySplitNamesTheSplitAndTheDataset) {
+  DataPaths paths;
+  paths.data_path = {testing::golden_dataset_prefix()};
+  paths.split = "99999,1,0";  // the valid share rounds to no sequence
+  GptDatasetConfig config = golden_config();
+  testing::TempDir dir;
+  config.data_cache_path = dir / "cache";
+  expect_contains(error_of([&] { build_gpt_datasets(paths, {10, 10, std::nullopt}, config); }),
+                  {"the valid split of dataset " + testing::golden_dataset_prefix() +
+                       " holds 0 tokens",
+                   "--split \"99999,1,0\" gives it sequences [", "larger share in --split",
+                   "--eval-iters 0"});
+}
+
+TEST(Builder, WarnsWhenSplitLeavesARequestedSplitEmpty) {
+  DataPaths paths;
+  paths.data_path = {testing::golden_dataset_prefix()};
+  paths.split = "100,0,0";
+  GptDatasetConfig config = golden_config();
+  testing::TempDir dir;
+  config.data_cache_path = dir / "cache";
+  std::vector<std::string> warnings;
+  config.warning = [&](const std::string& line) { warnings.push_back(line); };
+  const GptDatasets built = build_gpt_datasets(paths, {10, 10, 10}, config);
+  EXPECT_EQ(built.valid(), nullptr);
+  ASSERT_EQ(warnings.size(), 1u);  // an empty test split is common and stays quiet
+  expect_contains(warnings[0], {"--split \"100,0,0\" leaves the valid split of dataset " +
+                                    testing::golden_dataset_prefix() + " empty",
+                                "no validation runs", "--eval-iters / --eval-interval"});
+  warnings.clear();
+  build_gpt_datasets(paths, {10, 0, 10}, config);  // --eval-iters 0: nothing to say
+  EXPECT_TRUE(warnings.empty());
 }
 
 }  // namespace

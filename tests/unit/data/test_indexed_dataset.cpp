@@ -3,8 +3,11 @@
 // of every kind of damaged or foreign file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
+#include <ranges>
 
 #include "megatron/core/check.h"
 #include "megatron/data/indexed_dataset.h"
@@ -303,6 +306,51 @@ TEST_F(DamagedDataset, RejectsDecreasingDocumentIndex) {
 TEST_F(DamagedDataset, RejectsDocumentIndexNotEndingAtSequenceCount) {
   put<std::int64_t>(70 + 8 * 3, 2);
   expect_contains(open_error(), {prefix_ + ".idx", "ends at 2", "3 sequences"});
+}
+
+TEST(UnalignedArray, ReadsValuesAtAnyAddressLikeASpan) {
+  static_assert(std::random_access_iterator<UnalignedArray<std::int64_t>::iterator>);
+  static_assert(std::ranges::random_access_range<UnalignedArray<std::int64_t>>);
+  const std::vector<std::int64_t> values = {5, -1, 1LL << 40, 7};
+  std::vector<std::uint8_t> bytes(3 + values.size() * sizeof(std::int64_t));
+  std::memcpy(bytes.data() + 3, values.data(), values.size() * sizeof(std::int64_t));
+  const auto view = UnalignedArray<std::int64_t>::from_bytes(bytes.data() + 3, values.size());
+  EXPECT_EQ(view.size(), 4u);
+  EXPECT_EQ(view[2], 1LL << 40);
+  EXPECT_EQ(view.front(), 5);
+  EXPECT_EQ(view.back(), 7);
+  EXPECT_EQ(std::vector<std::int64_t>(view.begin(), view.end()), values);
+  EXPECT_EQ(*std::max_element(view.begin(), view.end()), 1LL << 40);
+  EXPECT_EQ(view.end() - view.begin(), 4);
+  EXPECT_EQ(view.begin()[3], 7);
+  const UnalignedArray<std::int64_t> middle = view.subspan(1, 2);
+  EXPECT_EQ(std::vector<std::int64_t>(middle.begin(), middle.end()),
+            (std::vector<std::int64_t>{-1, 1LL << 40}));
+  const UnalignedArray<std::int64_t> owned = values;  // a view of a vector, too
+  EXPECT_TRUE(std::equal(owned.begin(), owned.end(), view.begin(), view.end()));
+}
+
+TEST(IndexedDataset, ViewsTheIndexArraysAndCountsTokensFromThePointers) {
+  const IndexedDataset golden(kGolden);
+  const UnalignedArray<std::int32_t> lengths = golden.sequence_lengths();
+  ASSERT_EQ(lengths.size(), golden.num_sequences());
+  // The arrays are read in place: lengths start at byte 34 of the .idx, an unaligned address.
+  const std::string idx = read_file_bytes(kGolden + ".idx");
+  ASSERT_EQ(std::memcmp(lengths.bytes(), idx.data() + kIndexHeaderBytes, lengths.size_bytes()), 0);
+  EXPECT_NE(reinterpret_cast<std::uintptr_t>(lengths.bytes()) % alignof(std::int32_t), 0u);
+  EXPECT_EQ(golden.num_tokens(0, golden.num_sequences()), golden.num_tokens());
+  for (const auto& [begin, end] : {std::pair<std::size_t, std::size_t>{0, 0}, {3, 3}, {0, 1},
+                                   {17, 400}, {1000, golden.num_sequences()}}) {
+    const std::uint64_t sum = std::accumulate(lengths.begin() + static_cast<std::ptrdiff_t>(begin),
+                                              lengths.begin() + static_cast<std::ptrdiff_t>(end),
+                                              std::uint64_t{0});
+    EXPECT_EQ(golden.num_tokens(begin, end), sum) << begin << ".." << end;
+  }
+  expect_contains(error_of([&] { golden.num_tokens(5, golden.num_sequences() + 1); }),
+                  {"out of range"});
+  golden.release_mapped_pages();  // dropped pages read back from the page cache
+  EXPECT_EQ(golden.sequence_lengths()[0], lengths[0]);
+  EXPECT_EQ(golden.read_document(0), golden.read_document(0));
 }
 
 TEST(IndexedDataset, RejectsMissingIndex) {

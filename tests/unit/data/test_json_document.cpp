@@ -163,6 +163,14 @@ TEST(JsonDocument, RejectsUnterminatedString) {
   EXPECT_TRUE(contains(parse_error(R"({"te)"), "unterminated string starting at column 2"));
 }
 
+// json.loads refuses a leading U+FEFF ("Unexpected UTF-8 BOM"); the reader drops it only at the
+// start of a file, so one here comes from a later line (files concatenated with their BOMs).
+TEST(JsonDocument, RejectsByteOrderMarkSayingBom) {
+  const std::string error = parse_error("\xEF\xBB\xBF{\"text\": \"x\"}");
+  EXPECT_TRUE(contains(error, "byte-order mark (BOM")) << error;
+  EXPECT_TRUE(contains(parse_error(" \xEF\xBB\xBF{\"text\": \"x\"}"), "expecting value at column 2"));
+}
+
 TEST(JsonDocument, RejectsMissingComma) {
   const std::string error = parse_error(R"({"a": 1 "text": "x"})");
   EXPECT_TRUE(contains(error, "expecting ',' delimiter at column 9")) << error;

@@ -1,6 +1,6 @@
-// LineReader over plain, gzip and zstd files (terminators, BOM, long lines, multi-member and
-// multi-frame streams, truncated and corrupt data) and expand_inputs' glob handling. Compressed
-// inputs are made here with zlib and libzstd, so the reader is checked against the libraries.
+// LineReader over plain, gzip and zstd files (terminators, BOM, UTF-16, long lines, multi-member
+// and multi-frame streams, zero padding, truncated and corrupt data) and expand_inputs' globs.
+// Compressed inputs are made here with zlib and libzstd, so the reader is checked against them.
 #include <gtest/gtest.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -120,8 +120,52 @@ TEST(LineReader, SplitsOnLfAndStripsCrLf) {
   EXPECT_EQ(lines_of("one\ntwo\r\nthree\n"), (std::vector<std::string>{"one", "two", "three"}));
 }
 
-TEST(LineReader, KeepsLoneCarriageReturnInsideLine) {
-  EXPECT_EQ(lines_of("a\rb\n\r\r\n"), (std::vector<std::string>{"a\rb", "\r"}));
+// Python's universal newlines (open(path, encoding="utf-8") iterated): list(f) gives
+// ['a\n', 'b\n', '\n', '\n'] for this file.
+TEST(LineReader, EndsLinesAtLoneCarriageReturnAsPython) {
+  EXPECT_EQ(lines_of("a\rb\n\r\r\n"), (std::vector<std::string>{"a", "b", "", ""}));
+  EXPECT_EQ(lines_of("{\"text\": \"x\"}\r{\"text\": \"y\"}\r"),
+            (std::vector<std::string>{"{\"text\": \"x\"}", "{\"text\": \"y\"}"}));
+}
+
+// Only CR, LF and CRLF end lines: VT, FF, FS, NEL, U+2028 (str.splitlines() boundaries) stay.
+TEST(LineReader, KeepsOtherLineBoundariesInsideLine) {
+  const std::string line = "x\x0By\x0Cz\x1C\xC2\x85w\xE2\x80\xA8v";
+  EXPECT_EQ(lines_of(line + "\n"), (std::vector<std::string>{line}));
+}
+
+TEST(LineReader, LoneCarriageReturnAtEndOfFileEndsLastLine) {
+  TempDir dir;
+  LineReader reader(dir.write("a.jsonl", "a\rb\r"));
+  EXPECT_EQ(remaining_lines(reader), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(reader.last_line_had_newline());
+}
+
+TEST(LineReader, LoneCarriageReturnAtBlockBoundaryEndsLine) {
+  // '\r' is the last byte of the first 1 MiB block and no '\n' follows it.
+  const std::string first(kMiB - 1, 'x');
+  const auto lines = lines_of(first + "\ry\rz");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[0] == first) << "size " << lines[0].size();
+  EXPECT_EQ(lines[1], "y");
+  EXPECT_EQ(lines[2], "z");
+}
+
+TEST(LineReader, RejectsUtf16NamingIt) {
+  TempDir dir;
+  const std::string le("{\0\"\0t\0\"\0:\0 \0\"\0x\0\"\0}\0\n\0", 22);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"le.jsonl", le},
+      {"be.jsonl", std::string(1, '\0') + le.substr(0, le.size() - 1)},
+      {"bom_le.jsonl", "\xFF\xFE" + le},
+      {"bom_be.jsonl.gz", gzip_bytes(dir, "\xFE\xFF" + std::string(1, '\0') + le)}};
+  for (const auto& [name, bytes] : cases) {
+    const std::string path = dir.write(name, bytes);
+    const std::string error = read_error(path);
+    EXPECT_NE(error.find(path), std::string::npos) << error;
+    EXPECT_NE(error.find("looks like UTF-16"), std::string::npos) << name << ": " << error;
+  }
+  EXPECT_EQ(read_error(dir.write("one_byte.jsonl", "x")), "");
 }
 
 TEST(LineReader, ReturnsLastLineWithoutNewline) {
@@ -342,6 +386,26 @@ TEST(LineReader, RejectsGzipWithGarbledData) {
   EXPECT_NE(read_error(dir.write("bad.gz", gz)).find("corrupt gzip"), std::string::npos);
 }
 
+// gzip -t accepts zero bytes after the last member ("trailing zero bytes ignored"): tape and
+// block-device copies pad files so.
+TEST(LineReader, IgnoresZeroPaddingAfterLastGzipMember) {
+  TempDir dir;
+  const std::string gz = gzip_bytes(dir, "a\nb\n") + gzip_bytes(dir, "c\n");
+  for (const std::size_t zeros : {std::size_t{1}, std::size_t{512}, 3 * kMiB}) {
+    const std::string path = dir.write("padded.jsonl.gz", gz + std::string(zeros, '\0'));
+    LineReader reader(path);
+    EXPECT_EQ(remaining_lines(reader), (std::vector<std::string>{"a", "b", "c"})) << zeros << " zeros";
+    EXPECT_EQ(reader.file_bytes_read(), fs::file_size(path));
+  }
+}
+
+TEST(LineReader, RejectsDataAfterGzipZeroPadding) {
+  TempDir dir;
+  const std::string gz = gzip_bytes(dir, "a\n") + std::string(10, '\0') + gzip_bytes(dir, "b\n");
+  const std::string error = read_error(dir.write("bad.gz", gz));
+  EXPECT_NE(error.find("after the zero padding"), std::string::npos) << error;
+}
+
 TEST(LineReader, RejectsGarbageAfterGzipMember) {
   TempDir dir;
   const std::string gz = gzip_bytes(dir, "a\n") + "not gzip\n";
@@ -416,6 +480,26 @@ TEST(ExpandInputs, RejectsGlobMatchingNothingNamingPattern) {
     EXPECT_NE(message.find(pattern), std::string::npos) << message;
     EXPECT_NE(message.find("matches no file"), std::string::npos) << message;
   }
+}
+
+// Megatron opens --input as given: an existing name is never a pattern, even when it holds
+// [, ] or *; only a name that does not exist is expanded.
+TEST(ExpandInputs, OpensExistingPathLiterallyEvenWithGlobCharacters) {
+  TempDir dir;
+  dir.write("data[1].jsonl", "x\n");
+  dir.write("data1.jsonl", "y\n");
+  dir.write("star*.jsonl", "z\n");
+  dir.write("starA.jsonl", "w\n");
+  EXPECT_EQ(expand_inputs({dir / "data[1].jsonl"}), (std::vector<std::string>{dir / "data[1].jsonl"}));
+  EXPECT_EQ(expand_inputs({dir / "star*.jsonl"}), (std::vector<std::string>{dir / "star*.jsonl"}));
+  fs::remove(dir / "data1.jsonl");
+  EXPECT_EQ(expand_inputs({dir / "data[1].jsonl"}), (std::vector<std::string>{dir / "data[1].jsonl"}));
+}
+
+TEST(ExpandInputs, ExpandsMissingPathWithGlobCharactersAsPattern) {
+  TempDir dir;
+  dir.write("data1.jsonl", "y\n");
+  EXPECT_EQ(expand_inputs({dir / "data[12].jsonl"}), (std::vector<std::string>{dir / "data1.jsonl"}));
 }
 
 TEST(ExpandInputs, RejectsMissingPlainPathNamingIt) {

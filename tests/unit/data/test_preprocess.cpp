@@ -2,6 +2,7 @@
 // count, input order across many batches, sentences, keys, invalid lines and progress output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -195,6 +196,53 @@ TEST_F(Preprocess, PrintsMegatronProgressLines) {
   const std::string out = out_.str();
   EXPECT_EQ(out.rfind("Opening " + (dir_ / "p.jsonl") + "\nTime to startup: ", 0), 0u) << out;
   EXPECT_NE(out.find("\nProcessing data with 1 workers.\n"), std::string::npos) << out;
+}
+
+// Python's text mode ends lines at a lone CR too: a CR-only file is the LF file's documents.
+TEST_F(Preprocess, CarriageReturnOnlyFileGivesSameDatasetAsLfFile) {
+  const std::string lf = "{\"text\": \"one\\r\\ntwo\"}\n{\"text\": \"three\"}\n\n{\"text\": \"four\"}\n";
+  std::string cr = lf;
+  std::replace(cr.begin(), cr.end(), '\n', '\r');
+  run(options({dir_.write("lf.jsonl", lf)}, "lf"));
+  const auto stats = run(options({dir_.write("cr.jsonl", cr)}, "cr"));
+  EXPECT_EQ(stats.documents, 3u);
+  EXPECT_EQ(stats.blank_lines, 1u);
+  for (const char* ext : {".bin", ".idx"}) {
+    EXPECT_EQ(read_file_bytes(output_prefix_for_key(dir_ / "cr", "text") + ext),
+              read_file_bytes(output_prefix_for_key(dir_ / "lf", "text") + ext));
+  }
+}
+
+TEST_F(Preprocess, RefusesInputThatIsOneOfTheOutputsNamingIt) {
+  auto first = options({dir_.write("a.jsonl", "{\"text\": \"x\", \"title\": \"y\"}\n")}, "p");
+  first.json_keys = {"text", "title"};
+  run(first);
+  const std::string bin = output_prefix_for_key(dir_ / "p", "text") + ".bin";
+  const std::string idx = output_prefix_for_key(dir_ / "p", "title") + ".idx";
+  fs::create_symlink(bin, dir_ / "link.jsonl");
+  auto o = options({dir_ / "a.jsonl", bin}, "p");
+  EXPECT_EQ(o.validate().size(), 1u);
+  const std::string bin_other_spelling = dir_ / "." / fs::path(bin).filename();
+  o = options({dir_ / "link.jsonl", bin_other_spelling, idx}, "p");
+  o.json_keys = {"text", "title"};
+  const auto problems = o.validate();
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_NE(problems[0].find("--input " + (dir_ / "link.jsonl") + " is the output file " + bin), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[2].find(idx), std::string::npos) << problems[2];
+  EXPECT_THROW(run(o), Error);
+  o.output_prefix = dir_ / "q";
+  EXPECT_TRUE(o.validate().empty());
+}
+
+TEST_F(Preprocess, RefusesAbsurdWorkerCount) {
+  auto o = options({dir_.write("a.jsonl", "{\"text\": \"x\"}\n")}, "p");
+  o.workers = 100000;
+  const auto problems = o.validate();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("--workers 100000"), std::string::npos) << problems[0];
+  o.workers = 1024;
+  EXPECT_TRUE(o.validate().empty());
 }
 
 TEST_F(Preprocess, OptionsReportEveryProblem) {

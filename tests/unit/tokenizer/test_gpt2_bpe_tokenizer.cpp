@@ -1,5 +1,5 @@
 // GPT-2 BPE against the reference encoder's ids in tests/data/gpt2_vectors.jsonl, decode
-// round trips, the heap BPE path against the quadratic reference, and file errors.
+// round trips, the heap and low-memory BPE paths against the quadratic reference, file errors.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -119,6 +119,80 @@ TEST(Gpt2BpeTokenizer, HeapBpeMatchesReferenceOnLongAndRandomPieces) {
     gpt2().bpe(piece, fast);
     gpt2().bpe_reference(piece, reference);
     ASSERT_EQ(fast, reference) << "repeated " << unit;
+  }
+}
+
+// The low-memory path (pieces over kMaxHeapPiece bytes) on any piece, against the reference.
+TEST(Gpt2BpeTokenizer, LowMemoryBpeMatchesReference) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> alphabets = {"aaabbbcdeeenst", "ab", "qwertyuiopasdfghjklzxcvbnm", "ei"};
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::string& alphabet = alphabets[static_cast<std::size_t>(trial) % alphabets.size()];
+    const std::size_t len = 1 + rng() % (trial < 200 ? 200 : 3000);
+    std::string piece;
+    for (std::size_t i = 0; i < len; ++i) piece += alphabet[rng() % alphabet.size()];
+    std::vector<std::int32_t> low, reference;
+    gpt2().bpe_low_memory(piece, low);
+    gpt2().bpe_reference(piece, reference);
+    ASSERT_EQ(low, reference) << "piece of " << len << " bytes: " << piece.substr(0, 80);
+  }
+  for (const std::string unit : {"a", "ab", "aab", "\xE2\x80\x94", "=-", "abc", "0"}) {
+    for (const std::size_t size : {std::size_t{2}, std::size_t{3}, std::size_t{1000}, std::size_t{9000}}) {
+      std::string piece;
+      while (piece.size() < size) piece += unit;
+      std::vector<std::int32_t> low, reference;
+      gpt2().bpe_low_memory(piece, low);
+      gpt2().bpe_reference(piece, reference);
+      ASSERT_EQ(low, reference) << "repeated " << unit << " to " << size << " bytes";
+    }
+  }
+}
+
+// bpe() takes the low-memory path past kMaxHeapPiece bytes: same ids as the reference there.
+TEST(Gpt2BpeTokenizer, LongPieceGivesReferenceIds) {
+  std::mt19937 rng(3);
+  std::string piece;
+  for (std::size_t i = 0; i < Gpt2BpeTokenizer::kMaxHeapPiece + 5000; ++i) piece += static_cast<char>('a' + rng() % 26);
+  std::vector<std::int32_t> fast, reference;
+  gpt2().bpe(piece, fast);
+  gpt2().bpe_reference(piece, reference);
+  EXPECT_EQ(fast, reference);
+}
+
+// A merges file whose ranks do not follow the order in which symbols appear ("ab ab" ranks
+// before "a b"): pairs made in a round can rank below that round's; the reference takes them next.
+TEST(Gpt2BpeTokenizer, LowMemoryBpeFollowsRanksOfAnyMergesOrder) {
+  const Gpt2BpeTokenizer toy(R"({"a": 0, "b": 1, "ab": 2, "ba": 3, "abab": 4, "bb": 5, "<|endoftext|>": 6})",
+                             "#version: 0.2\nab ab\nb b\na b\nb a\n", "vocab", "merges");
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t len = 1 + rng() % 400;
+    std::string piece;
+    for (std::size_t i = 0; i < len; ++i) piece += "ab"[rng() % 2];
+    std::vector<std::int32_t> low, reference;
+    toy.bpe_low_memory(piece, low);
+    toy.bpe_reference(piece, reference);
+    ASSERT_EQ(low, reference) << piece;
+  }
+}
+
+// Each "c" beside a run of "a" queues a pair of a late rank every time the run doubles: the
+// stale entries outgrow the live pairs, so the low-memory path rebuilds its lists midway.
+TEST(Gpt2BpeTokenizer, LowMemoryBpeMatchesReferenceWhenStaleEntriesPile) {
+  const Gpt2BpeTokenizer toy(
+      R"({"a": 0, "c": 1, "aa": 2, "aaaa": 3, "aaaaaaaa": 4, "ca": 5, "caa": 6, "caaaa": 7, "caaaaaaaa": 8,)"
+      R"( "ac": 9, "aac": 10, "aaaac": 11, "aaaaaaaac": 12, "<|endoftext|>": 13})",
+      "#version: 0.2\na a\naa aa\naaaa aaaa\nc a\nc aa\nc aaaa\nc aaaaaaaa\na c\naa c\naaaa c\naaaaaaaa c\n",
+      "vocab", "merges");
+  for (const std::size_t segments : {std::size_t{1}, std::size_t{40}, std::size_t{500}}) {
+    std::string piece;
+    for (std::size_t s = 0; s < segments; ++s) piece += "caaaaaaaa";
+    piece += "c";
+    std::vector<std::int32_t> low, reference;
+    toy.bpe_low_memory(piece, low);
+    toy.bpe_reference(piece, reference);
+    ASSERT_EQ(low, reference) << segments << " segments";
+    EXPECT_EQ(low.size(), segments + 1);
   }
 }
 

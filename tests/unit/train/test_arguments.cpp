@@ -344,6 +344,77 @@ TEST(Arguments, OlderMegatronFlagsThatChangeNothingAreNoted) {
   expect_contains(problem_of(with(base(), {"--num-lay", "2"})), {"unknown flag --num-lay; did you mean --num-layers?"});
 }
 
+TEST(Arguments, NonFiniteFloatsAreRefusedNamingOnlyTheFlag) {
+  // Every float flag; the message names the flag itself and no derived check piles on
+  // (--lr nan used to blame --min-lr, --weight-decay nan the start/end weight decay).
+  const std::vector<std::string> flags = {
+      "--lr", "--min-lr", "--weight-decay", "--start-weight-decay", "--end-weight-decay", "--clip-grad", "--adam-beta1",
+      "--adam-beta2", "--adam-eps", "--lr-warmup-fraction", "--lr-warmup-init", "--init-method-std", "--rotary-percent",
+      "--norm-epsilon", "--attention-dropout", "--hidden-dropout", "--mid-level-dataset-surplus", "--loss-scale",
+      "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window"};
+  for (const auto& flag : flags) {
+    for (const std::string value : {"nan", "inf", "-inf", "Infinity", "1e400"}) {
+      SCOPED_TRACE(flag + "=" + value);  // "=": argparse reads a lone "-inf" as a flag
+      EXPECT_EQ(problem_of(with(base(), {flag + "=" + value})),
+                "invalid command line: argument " + flag + ": " + value + " is not a finite number");
+    }
+  }
+}
+
+TEST(Arguments, RepeatedFlagTakesTheLastValueWithANote) {
+  std::vector<std::string> messages;
+  const Arguments a = parse_arguments(with(base(), {"--lr", "2e-3", "--data-path", "a", "--data-path", "b", "c"}),
+                                      collecting(messages));
+  EXPECT_EQ(a.optimizer.lr, 2e-3);
+  EXPECT_EQ(a.data.data_path, (std::vector<std::string>{"b", "c"}));
+  EXPECT_NE(std::find(messages.begin(), messages.end(), "note: --lr given 2 times; the last value (2e-3) is used"), messages.end());
+  EXPECT_NE(std::find(messages.begin(), messages.end(), "note: --data-path given 2 times; the last values (b c) are used"),
+            messages.end());
+  messages.clear();
+  parse_arguments(with(base(), {"--swiglu", "--swiglu"}), collecting(messages));
+  for (const auto& m : messages) EXPECT_EQ(m.find("note: --swiglu"), std::string::npos) << m;
+}
+
+TEST(Arguments, HugeHiddenSizeNamesTheFlagInsteadOfOverflowing) {
+  for (const Args& extra : {Args{}, Args{"--swiglu"}}) {
+    const std::string error = problem_of(with(base(), with({"--hidden-size", "2000000000"}, extra)));
+    SCOPED_TRACE(error);
+    EXPECT_EQ(error.rfind("invalid command line: --hidden-size 2000000000 is too large: the MLP size it implies", 0), 0u);
+    EXPECT_EQ(error.find("problems"), std::string::npos);  // one problem, nothing derived piles on
+  }
+  // The largest --hidden-size whose 4h still fits is accepted by this check (memory is another).
+  EXPECT_EQ(problem_of(with(base(), {"--hidden-size", "536870912", "--ffn-hidden-size", "64"})).find("MLP size"),
+            std::string::npos);
+}
+
+TEST(Arguments, SizesNoMachineCanAllocateAreRefusedNamingTheFlag) {
+  expect_contains(problem_of(with(base(), {"--seq-length", "100000000", "--max-position-embeddings", "100000000"})),
+                  {"--seq-length 100000000 is too long for this machine: one layer's attention scores ([2, 4, 100000000, "
+                   "100000000] in fp32) need ",
+                   "(320000000000000000 bytes)", "lower --seq-length"});
+  expect_contains(problem_of(with(base(), {"--max-position-embeddings", "2000000000", "--hidden-size", "4096"})),
+                  {"the model is too large for this machine: its parameters, mostly the position-embedding table "
+                   "(--max-position-embeddings 2000000000 x --hidden-size 4096)"});
+  expect_contains(problem_of(with(base(), {"--num-layers", "2000000000", "--hidden-size", "65536"})),
+                  {"mostly the transformer layers (--num-layers 2000000000, --hidden-size 65536, --ffn-hidden-size 262144)"});
+  // Past 2^63 bytes the size is named as such, not wrapped around.
+  expect_contains(problem_of(with(base(), {"--num-layers", "2000000000", "--hidden-size", "500000000", "--ffn-hidden-size", "1"})),
+                  {"more than 2^63 bytes"});
+}
+
+TEST(DerivedValues, PaddedVocabSizeBelowTheTokenizersIsRefused) {
+  const Arguments a = parse_arguments(with(base(), {"--padded-vocab-size", "100"}));
+  EXPECT_EQ(padded_vocab_size(a, 100), 100);
+  EXPECT_EQ(padded_vocab_size(a, 60), 100);
+  expect_contains(error_of([&] { padded_vocab_size(a, 50257); }),
+                  {"--padded-vocab-size 100 is smaller than the tokenizer's vocabulary (50257 tokens)", "give at least 50257",
+                   "padded to 50304"});
+  const Arguments tp2 = parse_arguments(with(base(), {"--padded-vocab-size", "101", "--tensor-model-parallel-size", "2"}),
+                                        world(2, BuildSupport::everything()));
+  expect_contains(error_of([&] { padded_vocab_size(tp2, 100); }),
+                  {"--padded-vocab-size 101 is not divisible by --tensor-model-parallel-size 2"});
+}
+
 TEST(Arguments, HelpListsTheFlags) {
   EXPECT_TRUE(help_requested({"--num-layers", "2", "--help"}));
   EXPECT_FALSE(help_requested(base()));

@@ -1,0 +1,50 @@
+// What parallel code needs besides the tensors: where this rank sits (ParallelState), the
+// communicator, this rank's process groups, and how each parameter is laid out over the
+// tensor-parallel group. Built once at start-up (collectively) and passed explicitly.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "megatron/parallel/communicator.h"
+#include "megatron/parallel/parallel_state.h"
+
+namespace megatron::parallel {
+
+struct ParallelContext {
+  const ParallelState* state = nullptr;
+  Communicator* comm = nullptr;
+  std::shared_ptr<ProcessGroup> tp;         // tensor-model-parallel
+  std::shared_ptr<ProcessGroup> dp;         // data-parallel
+  std::shared_ptr<ProcessGroup> dp_cp;      // data-parallel x context-parallel (gradient reduction)
+  std::shared_ptr<ProcessGroup> mp;         // model-parallel (tp x pp): gradient norm, found-inf
+  std::shared_ptr<ProcessGroup> pp;         // pipeline-model-parallel
+  std::shared_ptr<ProcessGroup> embedding;  // first and last pipeline stage
+  std::shared_ptr<ProcessGroup> world;
+
+  // Collective over the world: makes every group kind in Megatron's creation order.
+  static ParallelContext create(const ParallelState& state, Communicator& comm);
+};
+
+// How a parameter is laid out over the tensor-parallel group (Megatron's tensor_model_parallel,
+// partition_dim, partition_stride and sequence_parallel attributes).
+struct TensorParallelLayout {
+  // -1: every TP rank holds the same full tensor; 0 or 1: each holds its block along that dim.
+  int partition_dim = -1;
+  // Blocks per rank along partition_dim: 1 = one contiguous block; 2 = SwiGLU's fc1, whose full
+  // weight is [gate; up] and whose shard on rank r is [gate block r; up block r].
+  int partition_stride = 1;
+  // Replicated over TP but fed by this rank's share of the sequence (norms under
+  // --sequence-parallel): its gradient is summed over TP before the optimizer step.
+  bool sequence_parallel = false;
+
+  bool sharded() const { return partition_dim >= 0; }
+};
+
+// This TP rank's shard of a full tensor (a contiguous copy).
+at::Tensor shard_of_full(const at::Tensor& full, const TensorParallelLayout& layout, int tp_rank, int tp_size);
+// The full tensor from every TP rank's shard, in TP rank order (inverse of shard_of_full).
+at::Tensor full_from_shards(const std::vector<at::Tensor>& shards, const TensorParallelLayout& layout);
+
+}  // namespace megatron::parallel

@@ -15,6 +15,10 @@ endif()
 if(MEGATRON_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+# Open MPI (Debian's libopenmpi-dev): the CPU communicator and the launcher (mpirun, srun
+# --mpi=pmix). MPIEXEC_EXECUTABLE runs the multi-rank tests.
+find_package(MPI REQUIRED COMPONENTS C)
+message(STATUS "megatron: MPI ${MPI_C_VERSION} (${MPI_C_LIBRARY_VERSION_STRING}), tests launch with ${MPIEXEC_EXECUTABLE}")
 
 # LibTorch, for the modules that hold tensors (parallel, model, optim, checkpoint, trainer).
 # scripts/setup.sh points CMAKE_PREFIX_PATH at the pinned PyTorch wheel in .venv/. The CPU

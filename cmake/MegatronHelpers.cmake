@@ -32,3 +32,21 @@ function(megatron_add_gtest name)
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
+
+# megatron_add_mpi_gtest(<name> SOURCES ... DEPS ... NP <n>...): a GoogleTest binary run under
+# mpirun once per rank count (CTest tests <name>.np<n>, label mpi), through tests/mpirun.sh (root,
+# oversubscription, shared-memory transport). Its main (tests/unit/mpi_test_main.cpp) makes the
+# world communicator and fails every rank when one rank fails.
+function(megatron_add_mpi_gtest name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;NP" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/unit/mpi_test_main.cpp)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit)
+  target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} megatron::parallel_layers megatron_test_paths GTest::gtest)
+  add_dependencies(${name} megatron_test_data)
+  foreach(np IN LISTS ARG_NP)
+    add_test(NAME ${name}.np${np}
+             COMMAND ${PROJECT_SOURCE_DIR}/tests/mpirun.sh -np ${np} $<TARGET_FILE:${name}>)
+    set_tests_properties(${name}.np${np} PROPERTIES LABELS mpi PROCESSORS ${np} TIMEOUT 600)
+  endforeach()
+endfunction()

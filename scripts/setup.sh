@@ -20,7 +20,7 @@ TORCH_VERSION="2.11.0"
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
-  libzstd-dev zstd zlib1g-dev gzip
+  libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin
 )
 
 log() { printf '[setup] %s\n' "$*"; }

@@ -1,6 +1,9 @@
-// megatron_train: pretrain_gpt.py's command line in C++. Parses Megatron's flags, prints
-// Megatron's start-up output and runs the trainer; errors go to stderr as one line each, with
-// exit status 1 (a LibTorch error without its stack trace unless MEGATRON_BACKTRACE=1).
+// megatron_train: pretrain_gpt.py's command line in C++. One process per rank (mpirun, srun
+// --mpi=pmix, or a plain single process): parses Megatron's flags, prints Megatron's start-up
+// output and runs the trainer. Errors go to stderr as one line each, with exit status 1 (a
+// LibTorch error without its stack trace unless MEGATRON_BACKTRACE=1). With more than one rank,
+// command-line errors (the same on every rank) are printed by rank 0 only; an error during the
+// run is printed by the rank that met it, prefixed "[rank N]", and ends every rank of the job.
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -12,15 +15,11 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/parallel/communicator.h"
 #include "megatron/train/arguments.h"
 #include "megatron/train/trainer.h"
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
 
 // A LibTorch error as one line: its message and context lines joined with "; ", no stack trace.
 std::string one_line(const c10::Error& e) {
@@ -36,21 +35,45 @@ std::string one_line(const c10::Error& e) {
   return "LibTorch: " + out;
 }
 
-int train(const std::vector<std::string>& args) {
-  megatron::install_temp_file_cleanup();
-  megatron::train::ParseOptions options;
-  options.world_size = env_int("WORLD_SIZE", 1);
-  options.rank = env_int("RANK", 0);
-  if (const char* local = std::getenv("LOCAL_RANK")) options.local_rank_env = std::atoi(local);
-  std::vector<std::string> messages;
-  options.messages = &messages;
-  const auto parsed = megatron::train::parse_arguments(args, options);
+// Rethrows a LibTorch error as one megatron::Error line (unless MEGATRON_BACKTRACE asks for all).
+template <typename Body>
+void with_one_line_torch_errors(Body&& body) {
   try {
-    megatron::train::run_training(parsed, messages, std::cout);
+    body();
   } catch (const c10::Error& e) {
     const char* backtrace = std::getenv("MEGATRON_BACKTRACE");
     if (backtrace != nullptr && *backtrace != '\0' && std::string(backtrace) != "0") throw;
     throw megatron::Error(one_line(e));
+  }
+}
+
+int train(const std::vector<std::string>& args) {
+  megatron::install_temp_file_cleanup();
+  std::unique_ptr<megatron::parallel::Communicator> comm = megatron::parallel::make_communicator();
+  const bool many = comm->world_size() > 1;
+  megatron::train::ParseOptions options;
+  options.world_size = comm->world_size();
+  options.rank = comm->rank();
+  options.local_rank_env = comm->local_rank();
+  options.support.data_parallel = true;
+  options.support.tensor_parallel = true;
+  options.support.distributed_optimizer = true;
+  std::vector<std::string> messages;
+  options.messages = &messages;
+  megatron::train::Arguments parsed;
+  try {
+    parsed = megatron::train::parse_arguments(args, options);
+  } catch (const megatron::Error& e) {
+    // Every rank parsed the same command line and failed the same way: rank 0 speaks for all.
+    if (comm->rank() == 0) throw;
+    return 1;
+  }
+  try {
+    with_one_line_torch_errors([&] { megatron::train::run_training(parsed, *comm, messages, std::cout); });
+  } catch (const std::exception& e) {
+    if (!many) throw;
+    megatron::print_tool_error("megatron_train", "[rank " + std::to_string(comm->rank()) + "] " + e.what());
+    comm->abort(1);  // the other ranks may be waiting for this one in a collective
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,42 +47,148 @@ std::string iteration_folder(const std::string& root, std::int64_t iteration) {
   return (fs::path(root) / name).string();
 }
 
-void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard) {
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  MEGATRON_CHECK(!ec, "--save ", root, ": cannot create the folder (", ec.message(), ")");
+namespace {
+
+std::string optimizer_file_name(const ShardWriter& w) {
+  if (!w.distributed_optimizer) return kOptimizerFile;
+  char name[64];
+  std::snprintf(name, sizeof(name), "distrib_optim.dp_rank_%03d.safetensors", w.dp_rank);
+  return name;
+}
+
+// Everything below runs on every rank; `comm` operations are collective over `group`.
+std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& mine, const parallel::ProcessGroup& group,
+                                            parallel::Communicator& comm) {
+  at::Tensor in = at::tensor(mine, at::kLong);
+  at::Tensor out = at::empty({static_cast<std::int64_t>(mine.size()) * group.size()}, at::kLong);
+  comm.all_gather(out, in, group).wait();
+  return std::vector<std::int64_t>(out.data_ptr<std::int64_t>(), out.data_ptr<std::int64_t>() + out.numel());
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
+                     const parallel::ParallelContext& pc) {
+  parallel::Communicator& comm = *pc.comm;
+  const parallel::ProcessGroup& world = *pc.world;
+  const bool leader = world.rank() == 0;
   const std::string final_dir = iteration_folder(root, state.iteration);
-  const std::string temp_dir = final_dir + ".tmp." + std::to_string(::getpid());
-  fs::remove_all(temp_dir, ec);
-  // Removed on an error here and by the signal handler on SIGINT/SIGTERM/SIGHUP.
-  TemporaryFolder temp(temp_dir);
-  fs::create_directories(fs::path(temp_dir) / shard, ec);
-  MEGATRON_CHECK(!ec, "cannot create ", temp_dir, " (", ec.message(), ")");
-  const fs::path dir = fs::path(temp_dir) / shard;
-  nlohmann::json files;
-  files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
-  if (!state.optimizer.empty()) {
-    files[kOptimizerFile] = digest_json(write_safetensors((dir / kOptimizerFile).string(), state.optimizer));
+  // Rank 0 names and creates the temporary folder; the others learn its pid.
+  std::unique_ptr<TemporaryFolder> temp;
+  std::string error;
+  at::Tensor pid = at::tensor({static_cast<std::int64_t>(::getpid()), std::int64_t{0}}, at::kLong);
+  if (leader) {
+    try {
+      std::error_code ec;
+      fs::create_directories(root, ec);
+      MEGATRON_CHECK(!ec, "--save ", root, ": cannot create the folder (", ec.message(), ")");
+      const std::string path = final_dir + ".tmp." + std::to_string(::getpid());
+      fs::remove_all(path, ec);
+      // Removed on an error here and by the signal handler on SIGINT/SIGTERM/SIGHUP.
+      temp = std::make_unique<TemporaryFolder>(path);
+    } catch (const Error& e) {
+      error = e.what();
+      pid[1] = 1;
+    }
   }
-  if (!state.rng.empty()) files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
-  const nlohmann::json meta = {
-      {"format", "megatron-cpp"},
-      {"format_version", kFormatVersion},
-      {"iteration", state.iteration},
-      {"consumed_train_samples", state.consumed_train_samples},
-      {"consumed_valid_samples", state.consumed_valid_samples},
-      {"scheduler_num_steps", state.scheduler_num_steps},
-      {"optimizer_steps", state.optimizer_steps},
-      {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-      {"config", state.config},
-      {"files", files}};
-  write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
-  // The folder appears complete or not at all; a re-save of the same iteration replaces it.
-  if (fs::exists(final_dir)) fs::remove_all(final_dir);
-  fs::rename(temp_dir, final_dir);
-  temp.release();
-  // The tracker moves last.
-  write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(state.iteration));
+  comm.broadcast(pid, 0, world).wait();
+  MEGATRON_CHECK(pid[1].item<std::int64_t>() == 0 || leader, "checkpoint save at iteration ", state.iteration,
+                 " failed on rank 0 (its message is above); the previous checkpoint stays");
+  if (!error.empty()) MEGATRON_FAIL(error);
+  const std::string temp_dir = final_dir + ".tmp." + std::to_string(pid[0].item<std::int64_t>());
+  const fs::path dir = fs::path(temp_dir) / writer.shard;
+
+  // Each rank writes its files.
+  const bool writes_optimizer = !state.optimizer.empty() && (writer.distributed_optimizer || writer.model);
+  nlohmann::json files;
+  FileDigest optimizer_digest;
+  try {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    MEGATRON_CHECK(!ec, "cannot create ", dir.string(), " (", ec.message(), ")");
+    if (writer.model) {
+      files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
+      if (!state.rng.empty()) files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
+    }
+    if (writes_optimizer) {
+      optimizer_digest = write_safetensors((dir / optimizer_file_name(writer)).string(), state.optimizer);
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = str_cat("cannot write checkpoint files into ", dir.string(), ": ", e.what());
+  }
+
+  // The model writer of each shard collects the optimizer files' digests of its DP group.
+  const auto digests = all_gather_values(
+      {writes_optimizer ? 1 : 0, static_cast<std::int64_t>(optimizer_digest.size), optimizer_digest.crc32},
+      *pc.dp, comm);
+  if (writer.model && error.empty()) {
+    try {
+      for (int r = 0; r < pc.dp->size(); ++r) {
+        if (digests[3 * r] == 0) continue;
+        ShardWriter other = writer;
+        other.dp_rank = r;
+        files[optimizer_file_name(other)] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
+      }
+      const nlohmann::json meta = {
+          {"format", "megatron-cpp"},
+          {"format_version", kFormatVersion},
+          {"iteration", state.iteration},
+          {"consumed_train_samples", state.consumed_train_samples},
+          {"consumed_valid_samples", state.consumed_valid_samples},
+          {"scheduler_num_steps", state.scheduler_num_steps},
+          {"optimizer_steps", state.optimizer_steps},
+          {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+          {"data_parallel_size", writer.dp_size},
+          {"distributed_optimizer", writer.distributed_optimizer},
+          {"config", state.config},
+          {"files", files}};
+      write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+
+  // Commit only when every rank wrote everything.
+  const auto failed = all_gather_values({error.empty() ? 0 : 1}, world, comm);
+  std::string failed_ranks;
+  for (std::size_t r = 0; r < failed.size(); ++r) {
+    if (failed[r] != 0) failed_ranks += (failed_ranks.empty() ? "" : ", ") + std::to_string(world.ranks()[r]);
+  }
+  if (!failed_ranks.empty()) {
+    // The leader's TemporaryFolder removes the partial folder as it unwinds.
+    if (!error.empty()) MEGATRON_FAIL(error);
+    MEGATRON_FAIL("checkpoint save at iteration ", state.iteration, " failed on rank(s) ", failed_ranks,
+                  " (their messages are above); the previous checkpoint stays");
+  }
+  if (leader) {
+    try {
+      // The folder appears complete or not at all; a re-save of the same iteration replaces it.
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);
+      fs::rename(temp_dir, final_dir);
+      temp->release();
+      fsync_parent_folder(final_dir);
+      // The tracker moves last.
+      write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(state.iteration));
+    } catch (const std::exception& e) {
+      error = str_cat("cannot commit checkpoint ", final_dir, ": ", e.what());
+    }
+  }
+  at::Tensor committed = at::tensor({error.empty() ? std::int64_t{1} : std::int64_t{0}}, at::kLong);
+  comm.broadcast(committed, 0, world).wait();
+  if (!error.empty()) MEGATRON_FAIL(error);
+  MEGATRON_CHECK(committed.item<std::int64_t>() == 1, "checkpoint save at iteration ", state.iteration,
+                 " could not be committed by rank 0 (its message is above)");
+}
+
+void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard) {
+  const auto comm = parallel::make_single_process_communicator();
+  const parallel::ParallelState ps(parallel::ParallelConfig{}, 0);
+  const auto pc = parallel::ParallelContext::create(ps, *comm);
+  ShardWriter writer;
+  writer.shard = shard;
+  save_checkpoint(root, state, writer, pc);
 }
 
 std::unique_ptr<OutputLock> lock_save_folder(const std::string& root) {
@@ -119,6 +226,42 @@ std::optional<std::int64_t> read_tracker(const std::string& root) {
   MEGATRON_CHECK(used > 0 && used == text.size() && value >= 0, path, ": expected an iteration number, found '",
                  text.substr(0, 40), "'", text == "release" ? " (release checkpoints are not supported yet)" : "");
   return value;
+}
+
+SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
+  const std::string folder = iteration_folder(root, iteration);
+  MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
+                 " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
+                 "/ does not exist in ", root, "; restore that folder, or correct or remove the tracker");
+  int max_tp = -1, max_pp = 0;
+  std::string first;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    int tp = -1, pp = 0, used = 0;
+    if (std::sscanf(name.c_str(), "mp_rank_%2d%n", &tp, &used) != 1 || used != 10) continue;
+    if (name.size() > 10 && (std::sscanf(name.c_str() + 10, "_%3d%n", &pp, &used) != 1 || used != 4 ||
+                             name.size() != 14)) {
+      continue;
+    }
+    max_tp = std::max(max_tp, tp);
+    max_pp = std::max(max_pp, pp);
+    if (first.empty() || name < first) first = name;
+  }
+  MEGATRON_CHECK(max_tp >= 0, "checkpoint ", folder, " has no mp_rank_* shard folders: it is partial or not a checkpoint");
+  SavedLayout layout;
+  layout.tp = max_tp + 1;
+  layout.pp = max_pp + 1;
+  const std::string meta_path = (fs::path(folder) / first / kMetaFile).string();
+  if (fs::exists(meta_path)) {
+    try {
+      const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
+      layout.dp = meta.value("data_parallel_size", 1);
+      layout.distributed_optimizer = meta.value("distributed_optimizer", false);
+    } catch (const nlohmann::json::exception& e) {
+      MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
+    }
+  }
+  return layout;
 }
 
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
@@ -163,9 +306,12 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
   MEGATRON_CHECK(files.contains(kModelFile), meta_path, ": no model file recorded");
   state.model = read(kModelFile);
   if (load_optimizer) {
-    MEGATRON_CHECK(files.contains(kOptimizerFile), "checkpoint ", dir.string(),
+    for (const auto& [name, digest] : files.items()) {
+      if (name == kOptimizerFile || name.starts_with("distrib_optim.")) state.optimizer_parts.push_back(read(name.c_str()));
+    }
+    MEGATRON_CHECK(!state.optimizer_parts.empty(), "checkpoint ", dir.string(),
                    " has no optimizer state (saved with --no-save-optim); use --no-load-optim or --finetune");
-    state.optimizer = read(kOptimizerFile);
+    if (state.optimizer_parts.size() == 1) state.optimizer = state.optimizer_parts.front();
   }
   if (load_rng && files.contains(kRngFile)) state.rng = read(kRngFile);
   return state;

@@ -90,6 +90,8 @@ extern "C" void cleanup_and_reraise(int signo) {
   std::raise(signo);
 }
 
+}  // namespace
+
 void fsync_parent_folder(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string folder = parent.empty() ? std::string(".") : parent.string();
@@ -99,8 +101,6 @@ void fsync_parent_folder(const std::string& path) {
     ::close(fd);
   }
 }
-
-}  // namespace
 
 namespace detail {
 

@@ -1,29 +1,38 @@
 // Self-attention with Megatron's fused QKV layout (spec 10.2), grouped-query heads, rotary
 // embeddings (10.4), scaled causal softmax with masked scores set to -10000, attention dropout.
+// TP rank r owns query groups [r * ng/tp, (r + 1) * ng/tp) with their query heads: a contiguous
+// block of the fused QKV rows, and the matching columns of linear_proj.
 #include <cmath>
 
+#include "megatron/core/check.h"
 #include "megatron/model/transformer_layer.h"
 
 namespace megatron::model {
 
-SelfAttention::SelfAttention(const ModelConfig& c, int num_layers, at::Generator& gen,
-                             const parallel::ParallelState& ps)
+SelfAttention::SelfAttention(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
+                             const parallel::LinearOptions& options)
     : config_(c),
-      linear_qkv_(c.hidden_size, c.qkv_size(), c.add_bias_linear, c.init_method_std, gen, ps),
-      linear_proj_(c.num_attention_heads * c.kv_channels, c.hidden_size, c.add_bias_linear,
-                   c.init_method_std / std::sqrt(2.0 * num_layers), gen, ps) {}
+      local_heads_(c.num_attention_heads / parallel::tp_size(pc)),
+      local_groups_(c.num_query_groups / parallel::tp_size(pc)),
+      linear_qkv_(c.hidden_size, c.qkv_size(), c.init_method_std, gen, pc, options),
+      linear_proj_(c.num_attention_heads * c.kv_channels, c.hidden_size,
+                   c.init_method_std / std::sqrt(2.0 * c.num_layers), gen, pc, options) {
+  MEGATRON_CHECK(c.num_query_groups % parallel::tp_size(pc) == 0 && c.num_attention_heads % parallel::tp_size(pc) == 0,
+                 "--num-attention-heads (", c.num_attention_heads, ") and --num-query-groups (", c.num_query_groups,
+                 ") must be divisible by --tensor-model-parallel-size (", parallel::tp_size(pc), ")");
+}
 
 at::Tensor SelfAttention::apply_rotary(const at::Tensor& t) const {
   const int64_t s = t.size(0);
   const int64_t dim = config_.rotary_dim();
-  const at::Tensor inv_freq =
-      1.0 / at::pow(config_.rotary_base, at::arange(0, dim, 2, at::kFloat) / static_cast<double>(dim));
-  const at::Tensor freqs = at::outer(at::arange(s, at::kFloat), inv_freq);  // [s, dim/2]
+  const auto fp32 = t.options().dtype(at::kFloat);
+  const at::Tensor inv_freq = 1.0 / at::pow(config_.rotary_base, at::arange(0, dim, 2, fp32) / static_cast<double>(dim));
+  const at::Tensor freqs = at::outer(at::arange(s, fp32), inv_freq);  // [s, dim/2]
   const at::Tensor emb = config_.rotary_interleaved
                              ? at::stack({freqs, freqs}, -1).reshape({s, dim})
                              : at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos().view({s, 1, 1, dim});
-  const at::Tensor sin = emb.sin().view({s, 1, 1, dim});
+  const at::Tensor cos = emb.cos().view({s, 1, 1, dim}).to(t.scalar_type());
+  const at::Tensor sin = emb.sin().view({s, 1, 1, dim}).to(t.scalar_type());
   const at::Tensor rot = t.narrow(-1, 0, dim);
   at::Tensor rotated_half;
   if (config_.rotary_interleaved) {
@@ -40,11 +49,13 @@ at::Tensor SelfAttention::apply_rotary(const at::Tensor& t) const {
 
 std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, const at::Tensor& mask,
                                                          const ForwardContext& ctx) const {
-  const int64_t s = x.size(0), b = x.size(1);
-  const int64_t np = config_.num_attention_heads, ng = config_.num_query_groups, hn = config_.kv_channels;
+  const int64_t np = local_heads_, ng = local_groups_, hn = config_.kv_channels;
   const int64_t per_group = np / ng;
-  // [s, b, ng, (np/ng + 2) * hn]: each group's query heads, then its key, then its value.
-  const at::Tensor qkv = linear_qkv_.forward(x).view({s, b, ng, (per_group + 2) * hn});
+  // [s, b, ng/tp, (np/ng + 2) * hn]: each local group's query heads, then its key, then its value
+  // (the whole sequence: under sequence parallelism linear_qkv gathers it).
+  at::Tensor qkv = linear_qkv_.forward(x);
+  const int64_t s = qkv.size(0), b = qkv.size(1);
+  qkv = qkv.view({s, b, ng, (per_group + 2) * hn});
   const auto parts = qkv.split_with_sizes({per_group * hn, hn, hn}, -1);
   at::Tensor q = parts[0].reshape({s, b, np, hn});
   at::Tensor k = parts[1];  // [s, b, ng, hn]
@@ -62,15 +73,16 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
   k = k.permute({1, 2, 0, 3});
   v = v.permute({1, 2, 0, 3});
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(hn)));
-  const at::Tensor masked = mask.defined() ? mask : at::ones({s, s}, at::kBool).triu(1).view({1, 1, s, s});
+  const at::Tensor masked =
+      mask.defined() ? mask : at::ones({s, s}, scores.options().dtype(at::kBool)).triu(1).view({1, 1, s, s});
   scores = scores.masked_fill(masked, -10000.0);
   at::Tensor probs = at::softmax(scores, -1);
-  probs = dropout(probs, config_.attention_dropout, ctx, ctx.attention_dropout_gen);
+  probs = dropout(probs, config_.attention_dropout, ctx, ctx.model_parallel_gen);
   const at::Tensor context = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
   return {linear_proj_.forward(context), linear_proj_.bias()};
 }
 
-void SelfAttention::collect(const std::string& prefix, NamedTensors& out) const {
+void SelfAttention::collect(const std::string& prefix, ParameterList& out) const {
   linear_qkv_.collect(prefix + "linear_qkv.", out);
   linear_proj_.collect(prefix + "linear_proj.", out);
 }

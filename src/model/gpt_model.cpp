@@ -4,66 +4,129 @@
 #include "megatron/core/check.h"
 
 namespace megatron::model {
+namespace {
 
-GptModel::GptModel(const ModelConfig& config, const parallel::ParallelState& ps, at::Generator& gen)
-    : config_(config), ps_(&ps), pre_process_(ps.is_first_stage()), post_process_(ps.is_last_stage()) {
-  const auto problems = config.validate();
+const parallel::ParallelState& state_of(const parallel::ParallelContext& pc) {
+  MEGATRON_ASSERT(pc.state != nullptr && pc.tp != nullptr, "the parallel context is not set up");
+  return *pc.state;
+}
+
+// Every problem of the configuration under this layout, one message each.
+std::vector<std::string> layout_problems(const ModelConfig& c, const parallel::ParallelContext& pc) {
+  std::vector<std::string> problems = c.validate();
+  const int tp = parallel::tp_size(pc), pp = state_of(pc).pp();
+  auto need_divisible = [&](std::int64_t value, const char* what) {
+    if (value % tp != 0) {
+      problems.push_back(str_cat(what, " (", value, ") must be divisible by --tensor-model-parallel-size (", tp, ")"));
+    }
+  };
+  need_divisible(c.num_attention_heads, "--num-attention-heads");
+  need_divisible(c.num_query_groups, "--num-query-groups");
+  need_divisible(c.ffn_hidden_size, "--ffn-hidden-size");
+  need_divisible(c.padded_vocab_size, "the padded vocabulary size");
+  if (c.sequence_parallel) need_divisible(c.seq_length, "--seq-length with --sequence-parallel");
+  if (c.num_layers % pp != 0) {
+    problems.push_back(str_cat("--num-layers (", c.num_layers, ") must be divisible by --pipeline-model-parallel-size (",
+                               pp, ")"));
+  }
+  return problems;
+}
+
+// The device and dtype of `options`, defaults filled in (CPU, fp32).
+at::TensorOptions parameter_options(const at::TensorOptions& options) {
+  return at::TensorOptions().dtype(options.dtype()).device(options.device());
+}
+
+}  // namespace
+
+GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& gen,
+                   const at::TensorOptions& options)
+    : config_(config),
+      pc_(&pc),
+      sequence_parallel_(config.sequence_parallel && parallel::tp_size(pc) > 1),
+      pre_process_(state_of(pc).is_first_stage()),
+      post_process_(state_of(pc).is_last_stage()) {
+  const auto problems = layout_problems(config, pc);
   if (!problems.empty()) {
     std::string message = "invalid model configuration:";
     for (const auto& p : problems) message += "\n  " + p;
     MEGATRON_FAIL(message);
   }
-  MEGATRON_CHECK(config.num_layers % ps.pp() == 0, "--num-layers (", config.num_layers,
-                 ") must be divisible by --pipeline-model-parallel-size (", ps.pp(), ")");
+  const auto opts = parameter_options(options);
+  const parallel::ParallelState& ps = state_of(pc);
+  // Draws in the single-process order; a later pipeline stage draws (and drops) the earlier
+  // stages' parameters first, so its own start from the single-process values too.
+  const bool learned_positions = config.position_embedding == PositionEmbedding::kLearnedAbsolute;
+  const parallel::TensorParallelLayout replicated{};
   if (pre_process_) {
     word_embeddings_ = std::make_unique<parallel::VocabParallelEmbedding>(
-        config.padded_vocab_size, config.hidden_size, config.init_method_std, gen, ps);
+        config.padded_vocab_size, config.hidden_size, config.init_method_std, gen, pc,
+        /*reduce_scatter_embeddings=*/sequence_parallel_ && !learned_positions, opts);
     word_embeddings_->collect("embedding.word_embeddings.", parameters_);
-    if (config.position_embedding == PositionEmbedding::kLearnedAbsolute) {
-      position_embeddings_ = parallel::make_parameter({config.max_position_embeddings, config.hidden_size});
-      parallel::init_normal(position_embeddings_, config.init_method_std, gen);
-      parameters_.emplace_back("embedding.position_embeddings.weight", position_embeddings_);
+  } else {
+    parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen);
+  }
+  if (learned_positions) {
+    at::Tensor full = parallel::draw_normal({config.max_position_embeddings, config.hidden_size},
+                                            config.init_method_std, gen);
+    if (pre_process_) {
+      position_embeddings_ = parallel::make_parameter(full, replicated, pc, opts);
+      parameters_.add("embedding.position_embeddings.weight", position_embeddings_);
     }
   }
   const int stage_layers = config.num_layers / ps.pp();
+  for (int i = 0; i < stage_layers * ps.pp_rank(); ++i) TransformerLayer(config, gen, pc, sequence_parallel_, opts);
   layers_.reserve(static_cast<std::size_t>(stage_layers));
   for (int i = 0; i < stage_layers; ++i) {
-    layers_.emplace_back(config, gen, ps);
+    layers_.emplace_back(config, gen, pc, sequence_parallel_, opts);
     layers_.back().collect("decoder.layers." + std::to_string(i) + ".", parameters_);
   }
   if (post_process_) {
-    final_layernorm_ = std::make_unique<Norm>(config);
+    final_layernorm_ = std::make_unique<Norm>(config, sequence_parallel_, opts);
     final_layernorm_->collect("decoder.final_layernorm.", parameters_);
     if (config.untie_embeddings_and_output_weights || !pre_process_) {
       MEGATRON_CHECK(config.untie_embeddings_and_output_weights || ps.pp() == 1,
                      "tied embeddings across pipeline stages need the embedding group all-reduce, "
                      "which this build does not have yet; use --untie-embeddings-and-output-weights");
-      output_weight_ = parallel::make_parameter({config.padded_vocab_size / ps.tp(), config.hidden_size});
-      parallel::init_normal(output_weight_, config.init_method_std, gen);
-      parameters_.emplace_back("output_layer.weight", output_weight_);
+      const parallel::TensorParallelLayout vocab_rows{0, 1, false};
+      output_weight_ = parallel::make_parameter(
+          parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen),
+          vocab_rows, pc, opts);
+      parameters_.add("output_layer.weight", output_weight_, vocab_rows);
     } else {
       output_weight_ = word_embeddings_->weight();
     }
   }
 }
 
+at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_ids, const ForwardContext& ctx) const {
+  at::Tensor emb = word_embeddings_->forward(tokens);  // [b, s, h]; [s/tp, b, h] if reduce-scattered
+  if (position_embeddings_.defined()) {
+    emb = (emb + at::embedding(position_embeddings_, position_ids)).transpose(0, 1).contiguous();  // [s, b, h]
+    if (sequence_parallel_) emb = parallel::scatter_to_sequence_parallel_region(emb, *pc_);       // [s/tp, b, h]
+  } else if (!sequence_parallel_) {
+    emb = emb.transpose(0, 1).contiguous();  // [s, b, h]
+  }
+  return dropout(emb, config_.hidden_dropout, ctx, ctx.hidden_gen(sequence_parallel_));
+}
+
 at::Tensor GptModel::forward(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& mask,
                              const at::Tensor& labels, const ForwardContext& ctx) const {
-  at::Tensor hidden;
+  at::Tensor hidden;  // [s, b, h], or [s/tp, b, h] under sequence parallelism
   if (pre_process_) {
-    at::Tensor emb = word_embeddings_->forward(tokens);  // [b, s, h]
-    if (position_embeddings_.defined()) emb = emb + at::embedding(position_embeddings_, position_ids);
-    hidden = dropout(emb.transpose(0, 1).contiguous(), config_.hidden_dropout, ctx, ctx.dropout_gen);  // [s, b, h]
+    hidden = embed(tokens, position_ids, ctx);
   } else {
-    MEGATRON_CHECK(input_tensor_.defined(), "internal error: stage ", ps_->pp_rank(), " has no input tensor");
+    MEGATRON_CHECK(input_tensor_.defined(), "internal error: stage ", pc_->state->pp_rank(), " has no input tensor");
     hidden = input_tensor_;
   }
   for (const auto& layer : layers_) hidden = layer.forward(hidden, mask, ctx);
   if (!post_process_) return hidden;
   hidden = final_layernorm_->forward(hidden);
-  const at::Tensor logits = at::linear(parallel::copy_to_tensor_parallel_region(hidden, *ps_), output_weight_);
-  if (!labels.defined()) return logits.transpose(0, 1).contiguous();  // [b, s, V]
-  return parallel::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1), *ps_).transpose(0, 1);
+  // [s, b, V/tp]: the output layer gathers the sequence under sequence parallelism.
+  const at::Tensor logits =
+      parallel::column_parallel_linear(hidden, output_weight_, at::Tensor(), *pc_, sequence_parallel_, false);
+  if (!labels.defined()) return logits.transpose(0, 1).contiguous();  // [b, s, V/tp]
+  return parallel::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1), *pc_).transpose(0, 1);
 }
 
 }  // namespace megatron::model

@@ -17,9 +17,10 @@ at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at:
   return x * mask;
 }
 
-Norm::Norm(const ModelConfig& config) : kind_(config.normalization), eps_(config.norm_epsilon) {
-  weight_ = at::ones({config.hidden_size}, at::kFloat).set_requires_grad(true);
-  if (kind_ == Normalization::kLayerNorm) bias_ = parallel::make_parameter({config.hidden_size});
+Norm::Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options)
+    : kind_(config.normalization), eps_(config.norm_epsilon), sequence_parallel_(sequence_parallel) {
+  weight_ = at::ones({config.hidden_size}, options).set_requires_grad(true);
+  if (kind_ == Normalization::kLayerNorm) bias_ = at::zeros({config.hidden_size}, options).set_requires_grad(true);
 }
 
 at::Tensor Norm::forward(const at::Tensor& x) const {
@@ -27,23 +28,41 @@ at::Tensor Norm::forward(const at::Tensor& x) const {
   return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_) * weight_;
 }
 
-void Norm::collect(const std::string& prefix, NamedTensors& out) const {
-  out.emplace_back(prefix + "weight", weight_);
-  if (bias_.defined()) out.emplace_back(prefix + "bias", bias_);
+void Norm::collect(const std::string& prefix, ParameterList& out) const {
+  const parallel::TensorParallelLayout layout{-1, 1, sequence_parallel_};
+  out.add(prefix + "weight", weight_, layout);
+  if (bias_.defined()) out.add(prefix + "bias", bias_, layout);
 }
 
 namespace {
+
 // Megatron's scaled_init_method_normal: the output layers of each sublayer use std / sqrt(2L).
-double scaled_std(const ModelConfig& c, int num_layers) {
-  return c.init_method_std / std::sqrt(2.0 * num_layers);
+double scaled_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * c.num_layers); }
+
+// SwiGLU's fc1 is [gate; up] in full and [gate block r; up block r] on TP rank r (stride 2,
+// spec 10.3), so silu(first half) * second half is right on every rank.
+parallel::LinearOptions fc1_options(const ModelConfig& c, parallel::LinearOptions options) {
+  options.partition_stride = c.swiglu ? 2 : 1;
+  return options;
 }
+
+parallel::LinearOptions layer_linear_options(const ModelConfig& c, bool sequence_parallel,
+                                             const at::TensorOptions& options) {
+  parallel::LinearOptions o;
+  o.bias = c.add_bias_linear;
+  o.sequence_parallel = sequence_parallel;
+  o.tensor_options = options;
+  return o;
+}
+
 }  // namespace
 
-Mlp::Mlp(const ModelConfig& c, int num_layers, at::Generator& gen, const parallel::ParallelState& ps)
+Mlp::Mlp(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
+         const parallel::LinearOptions& options)
     : swiglu_(c.swiglu),
-      linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.add_bias_linear,
-                  c.init_method_std, gen, ps),
-      linear_fc2_(c.ffn_hidden_size, c.hidden_size, c.add_bias_linear, scaled_std(c, num_layers), gen, ps) {}
+      linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.init_method_std, gen, pc,
+                  fc1_options(c, options)),
+      linear_fc2_(c.ffn_hidden_size, c.hidden_size, scaled_std(c), gen, pc, options) {}
 
 std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
   at::Tensor h = linear_fc1_.forward(x);
@@ -56,21 +75,24 @@ std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
   return {linear_fc2_.forward(h), linear_fc2_.bias()};
 }
 
-void Mlp::collect(const std::string& prefix, NamedTensors& out) const {
+void Mlp::collect(const std::string& prefix, ParameterList& out) const {
   linear_fc1_.collect(prefix + "linear_fc1.", out);
   linear_fc2_.collect(prefix + "linear_fc2.", out);
 }
 
-TransformerLayer::TransformerLayer(const ModelConfig& c, at::Generator& gen, const parallel::ParallelState& ps)
+TransformerLayer::TransformerLayer(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
+                                   bool sequence_parallel, const at::TensorOptions& options)
     : hidden_dropout_(c.hidden_dropout),
-      input_layernorm_(c),
-      self_attention_(c, c.num_layers, gen, ps),
-      pre_mlp_layernorm_(c),
-      mlp_(c, c.num_layers, gen, ps) {}
+      sequence_parallel_(sequence_parallel),
+      input_layernorm_(c, sequence_parallel, options),
+      self_attention_(c, gen, pc, layer_linear_options(c, sequence_parallel, options)),
+      pre_mlp_layernorm_(c, sequence_parallel, options),
+      mlp_(c, gen, pc, layer_linear_options(c, sequence_parallel, options)) {}
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const {
   auto bias_dropout_add = [&](const at::Tensor& out, const at::Tensor& bias, const at::Tensor& residual) {
-    return residual + dropout(bias.defined() ? out + bias : out, hidden_dropout_, ctx, ctx.dropout_gen);
+    return residual + dropout(bias.defined() ? out + bias : out, hidden_dropout_, ctx,
+                              ctx.hidden_gen(sequence_parallel_));
   };
   auto [attn, attn_bias] = self_attention_.forward(input_layernorm_.forward(x), mask, ctx);
   const at::Tensor h = bias_dropout_add(attn, attn_bias, x);
@@ -78,7 +100,7 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask
   return bias_dropout_add(mlp, mlp_bias, h);
 }
 
-void TransformerLayer::collect(const std::string& prefix, NamedTensors& out) const {
+void TransformerLayer::collect(const std::string& prefix, ParameterList& out) const {
   input_layernorm_.collect(prefix + "input_layernorm.", out);
   self_attention_.collect(prefix + "self_attention.", out);
   pre_mlp_layernorm_.collect(prefix + "pre_mlp_layernorm.", out);

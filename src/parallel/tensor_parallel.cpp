@@ -1,4 +1,4 @@
-// Tensor-parallel layers at TP size 1 (see tensor_parallel.h).
+// Tensor-parallel layers (see tensor_parallel.h); the cross entropy is in cross_entropy.cpp.
 #include "megatron/parallel/tensor_parallel.h"
 
 #include "megatron/core/check.h"
@@ -6,13 +6,29 @@
 namespace megatron::parallel {
 namespace {
 
-void require_single_tp(const ParallelState& ps) {
-  MEGATRON_CHECK(ps.tp() == 1, "--tensor-model-parallel-size ", ps.tp(),
-                 " is not supported by this build yet (tensor-parallel communication arrives with the "
-                 "communicator); use 1");
+constexpr TensorParallelLayout kReplicated{};
+
+void check_divisible(std::int64_t size, const char* what, const ParallelContext& pc) {
+  MEGATRON_CHECK(size % tp_size(pc) == 0, what, " (", size, ") must be divisible by the tensor-model-parallel size (",
+                 tp_size(pc), ")");
 }
 
 }  // namespace
+
+void ParameterList::add(std::string name, const at::Tensor& t, const TensorParallelLayout& layout) {
+  named.emplace_back(std::move(name), t);
+  layouts.push_back(layout);
+}
+
+int tp_rank(const ParallelContext& pc) {
+  MEGATRON_ASSERT(pc.tp != nullptr, "the parallel context has no TP group");
+  return pc.tp->rank();
+}
+
+int tp_size(const ParallelContext& pc) {
+  MEGATRON_ASSERT(pc.tp != nullptr, "the parallel context has no TP group");
+  return pc.tp->size();
+}
 
 void init_normal(at::Tensor& t, double std, at::Generator& gen) {
   at::NoGradGuard no_grad;
@@ -23,83 +39,95 @@ void init_normal(at::Tensor& t, double std, at::Generator& gen) {
   }
 }
 
-at::Tensor make_parameter(at::IntArrayRef shape) {
-  return at::zeros(shape, at::kFloat).set_requires_grad(true);
+at::Tensor draw_normal(at::IntArrayRef shape, double std, at::Generator& gen) {
+  at::Tensor t = at::empty(shape, at::kFloat);
+  init_normal(t, std, gen);
+  return t;
 }
 
-at::Tensor copy_to_tensor_parallel_region(const at::Tensor& x, const ParallelState& ps) {
-  require_single_tp(ps);
-  return x;
+at::Tensor make_parameter(const at::Tensor& full, const TensorParallelLayout& layout, const ParallelContext& pc,
+                          const at::TensorOptions& options) {
+  at::Tensor shard = shard_of_full(full, layout, tp_rank(pc), tp_size(pc)).to(options);
+  return shard.set_requires_grad(true);
 }
 
-at::Tensor reduce_from_tensor_parallel_region(const at::Tensor& x, const ParallelState& ps) {
-  require_single_tp(ps);
-  return x;
+at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                  const ParallelContext& pc, bool sequence_parallel, bool gather_output) {
+  const at::Tensor input =
+      sequence_parallel ? gather_from_sequence_parallel_region(x, pc) : copy_to_tensor_parallel_region(x, pc);
+  const at::Tensor output = at::linear(input, weight, bias);
+  return gather_output ? gather_from_tensor_parallel_region(output, pc) : output;
 }
 
-ColumnParallelLinear::ColumnParallelLinear(int in_features, int out_features, bool bias, double init_std,
-                                           at::Generator& gen, const ParallelState& ps)
-    : ps_(&ps) {
-  require_single_tp(ps);
-  weight_ = make_parameter({out_features / ps.tp(), in_features});
-  init_normal(weight_, init_std, gen);
-  if (bias) bias_ = make_parameter({out_features / ps.tp()});
+ColumnParallelLinear::ColumnParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+                                           const ParallelContext& pc, const LinearOptions& options)
+    : pc_(&pc), options_(options) {
+  check_divisible(out_features, "the output size of a column-parallel linear layer", pc);
+  const TensorParallelLayout layout{0, options.partition_stride, false};
+  weight_ = make_parameter(draw_normal({out_features, in_features}, init_std, gen), layout, pc, options.tensor_options);
+  if (options.bias) bias_ = make_parameter(at::zeros({out_features}, at::kFloat), layout, pc, options.tensor_options);
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
-  return at::linear(copy_to_tensor_parallel_region(x, *ps_), weight_, bias_);
+  return column_parallel_linear(x, weight_, bias_, *pc_, options_.sequence_parallel, options_.gather_output);
 }
 
-void ColumnParallelLinear::collect(const std::string& prefix, NamedTensors& out) const {
-  out.emplace_back(prefix + "weight", weight_);
-  if (bias_.defined()) out.emplace_back(prefix + "bias", bias_);
+void ColumnParallelLinear::collect(const std::string& prefix, ParameterList& out) const {
+  const TensorParallelLayout layout{0, options_.partition_stride, false};
+  out.add(prefix + "weight", weight_, layout);
+  if (bias_.defined()) out.add(prefix + "bias", bias_, layout);
 }
 
-RowParallelLinear::RowParallelLinear(int in_features, int out_features, bool bias, double init_std,
-                                     at::Generator& gen, const ParallelState& ps)
-    : ps_(&ps) {
-  require_single_tp(ps);
-  weight_ = make_parameter({out_features, in_features / ps.tp()});
-  init_normal(weight_, init_std, gen);
-  if (bias) bias_ = make_parameter({out_features});
+RowParallelLinear::RowParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+                                     const ParallelContext& pc, const LinearOptions& options)
+    : pc_(&pc), options_(options) {
+  MEGATRON_CHECK(!options.sequence_parallel || options.input_is_parallel,
+                 "internal error: a row-parallel layer under sequence parallelism needs a parallel input");
+  check_divisible(in_features, "the input size of a row-parallel linear layer", pc);
+  weight_ = make_parameter(draw_normal({out_features, in_features}, init_std, gen), {1, 1, false}, pc,
+                           options.tensor_options);
+  if (options.bias) bias_ = make_parameter(at::zeros({out_features}, at::kFloat), kReplicated, pc, options.tensor_options);
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
-  return reduce_from_tensor_parallel_region(at::linear(x, weight_), *ps_);
+  const at::Tensor input = options_.input_is_parallel ? x : scatter_to_tensor_parallel_region(x, *pc_);
+  const at::Tensor partial = at::linear(input, weight_);
+  return options_.sequence_parallel ? reduce_scatter_to_sequence_parallel_region(partial, *pc_)
+                                    : reduce_from_tensor_parallel_region(partial, *pc_);
 }
 
-void RowParallelLinear::collect(const std::string& prefix, NamedTensors& out) const {
-  out.emplace_back(prefix + "weight", weight_);
-  if (bias_.defined()) out.emplace_back(prefix + "bias", bias_);
+void RowParallelLinear::collect(const std::string& prefix, ParameterList& out) const {
+  out.add(prefix + "weight", weight_, {1, 1, false});
+  // Under sequence parallelism each rank adds the bias to its own tokens only (Megatron marks it).
+  if (bias_.defined()) out.add(prefix + "bias", bias_, {-1, 1, options_.sequence_parallel});
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std,
-                                               at::Generator& gen, const ParallelState& ps)
-    : ps_(&ps) {
-  require_single_tp(ps);
-  const std::int64_t per_rank = padded_vocab_size / ps.tp();
-  vocab_start_ = per_rank * ps.tp_rank();
+                                               at::Generator& gen, const ParallelContext& pc,
+                                               bool reduce_scatter_embeddings, const at::TensorOptions& options)
+    : pc_(&pc), reduce_scatter_(reduce_scatter_embeddings) {
+  check_divisible(padded_vocab_size, "the padded vocabulary size", pc);
+  const std::int64_t per_rank = padded_vocab_size / tp_size(pc);
+  vocab_start_ = per_rank * tp_rank(pc);
   vocab_end_ = vocab_start_ + per_rank;
-  weight_ = make_parameter({per_rank, hidden_size});
-  init_normal(weight_, init_std, gen);
+  weight_ = make_parameter(draw_normal({padded_vocab_size, hidden_size}, init_std, gen), {0, 1, false}, pc, options);
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) const {
-  return reduce_from_tensor_parallel_region(at::embedding(weight_, ids), *ps_);
+  at::Tensor output;  // [b, s, h]
+  if (tp_size(*pc_) == 1) {
+    output = at::embedding(weight_, ids);
+  } else {
+    // Ids of other ranks' rows are looked up as row 0 and their output rows zeroed.
+    const at::Tensor foreign = (ids < vocab_start_).logical_or(ids >= vocab_end_);
+    output = at::embedding(weight_, (ids - vocab_start_).masked_fill(foreign, 0)).masked_fill(foreign.unsqueeze(-1), 0.0);
+  }
+  if (reduce_scatter_) return reduce_scatter_to_sequence_parallel_region(output.transpose(0, 1).contiguous(), *pc_);
+  return reduce_from_tensor_parallel_region(output, *pc_);
 }
 
-void VocabParallelEmbedding::collect(const std::string& prefix, NamedTensors& out) const {
-  out.emplace_back(prefix + "weight", weight_);
-}
-
-at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
-                                        const ParallelState& ps) {
-  require_single_tp(ps);
-  // log-sum-exp minus the target logit, in fp32: the TP=1 case of spec 10.7.
-  const at::Tensor x = logits.to(at::kFloat);
-  const at::Tensor lse = at::logsumexp(x, -1);
-  const at::Tensor target_logit = x.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
-  return lse - target_logit;
+void VocabParallelEmbedding::collect(const std::string& prefix, ParameterList& out) const {
+  out.add(prefix + "weight", weight_, {0, 1, false});
 }
 
 }  // namespace megatron::parallel

@@ -152,6 +152,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"sequence_parallel", "--sequence-parallel", K::kStoreTrue, "Sequence parallelism (with TP > 1)."}, p.sequence_parallel);
   f(FieldSpec{"use_distributed_optimizer", "--use-distributed-optimizer", K::kStoreTrue, "Shard optimizer state over DP."}, p.use_distributed_optimizer);
   f(FieldSpec{"overlap_grad_reduce", "--overlap-grad-reduce", K::kStoreTrue, "Overlap the DP gradient reduction with backward."}, p.overlap_grad_reduce);
+  f(FieldSpec{"ddp_bucket_size", "--ddp-bucket-size", K::kValue, "Gradient bucket size in elements (default: max(40M, 1M x DP) with --overlap-grad-reduce, else one bucket)."}, p.ddp_bucket_size);
   f(FieldSpec{"overlap_param_gather", "--overlap-param-gather", K::kStoreTrue, "Overlap the parameter all-gather (distributed optimizer)."}, p.overlap_param_gather);
   f(FieldSpec{"overlap_p2p_comm", "--no-overlap-p2p-communication", K::kStoreFalse, "Do not overlap pipeline communication."}, p.overlap_p2p_comm);
   f(FieldSpec{"use_tp_pp_dp_mapping", "--use-tp-pp-dp-mapping", K::kStoreTrue, "Rank order tp-cp-ep-pp-dp."}, p.use_tp_pp_dp_mapping);

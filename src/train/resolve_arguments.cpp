@@ -68,6 +68,7 @@ void Resolver::parallel() {
   check(p.distributed_backend == "nccl" || p.distributed_backend == "gloo",
         "argument --distributed-backend: invalid choice: '" + p.distributed_backend + "' (choose from 'nccl', 'gloo')");
   positive("--distributed-timeout-minutes", "distributed_timeout_minutes", p.distributed_timeout_minutes);
+  if (p.ddp_bucket_size) positive("--ddp-bucket-size", "ddp_bucket_size", *p.ddp_bucket_size);
 
   // Later checks that involve the sizes run only when the sizes themselves are usable.
   parallel_ok_ = sizes_ok;
@@ -221,6 +222,11 @@ void Resolver::model() {
     problem("max_position_embeddings (" + num(std::int64_t{m.max_position_embeddings}) +
             ") must be greater than or equal to seq_length (" + num(std::int64_t{m.seq_length}) +
             "): raise --max-position-embeddings or lower --seq-length");
+  }
+  if (seq && tp > 1 && a_.parallel.sequence_parallel) {
+    check(m.seq_length % tp == 0, "--seq-length (" + num(std::int64_t{m.seq_length}) +
+                                      ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) +
+                                      ") with --sequence-parallel");
   }
   if (seq && parallel_ok_ && a_.parallel.context_parallel_size > 1) {
     check(m.seq_length % (2 * a_.parallel.context_parallel_size) == 0,

@@ -1,6 +1,11 @@
-// The training loop (see trainer.h): set-up, then per iteration the micro-batches with gradient
-// accumulation, clipping, the optimizer and scheduler steps, Megatron's log lines, evaluation
-// and checkpoints.
+// The training loop (see trainer.h), written as DESIGN.md 5.1 lists one iteration: each DP rank
+// reads its slice of the global batch; the micro-batches run forward and backward (TP
+// communication only inside the model's regions; with --overlap-grad-reduce the buckets start
+// their DP reduction during the last micro-batch's backward); the gradients are finalized (DP
+// reduction waited for, sequence-parallel norm gradients summed over TP); the optimizer clips
+// over the model-parallel group and steps (its DP shard with the distributed optimizer); the
+// last rank prints Megatron's iteration line; checkpoints are written by every rank that owns
+// unique state and committed by rank 0.
 #include "megatron/train/trainer.h"
 
 #include <ATen/Parallel.h>
@@ -14,6 +19,8 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/process_lock.h"
+#include "megatron/optim/optimizer.h"
+#include "megatron/parallel/data_parallel.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
 
@@ -23,50 +30,58 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Generators {
-  at::Generator default_gen;          // hidden and embedding dropout
-  at::Generator model_parallel_gen;   // initialisation of TP-sharded weights, attention dropout
+  at::Generator default_gen;         // hidden and embedding dropout (outside sequence-parallel regions)
+  at::Generator model_parallel_gen;  // dropout inside tensor- and sequence-parallel regions
 };
 
-// Sum of masked token losses and the token count of one micro batch (the backward scalar is
-// their quotient over the micro-batch count, spec 10.1).
-struct LossSum {
-  at::Tensor sum;
-  double tokens = 0.0;
+// A stream that drops everything: what ranks that do not print write to.
+class NullStream : public std::ostream {
+ public:
+  NullStream() : std::ostream(nullptr) {}
 };
-
-LossSum forward_loss(const model::GptModel& model, const MicroBatch& b, const model::ForwardContext& ctx) {
-  const at::Tensor token_loss = model.forward(b.tokens, b.position_ids, b.attention_mask, b.labels, ctx);
-  return {(token_loss * b.loss_mask).sum(), b.loss_mask.sum().item<double>()};
-}
 
 class Trainer {
  public:
-  Trainer(const Arguments& args, std::ostream& out) : args_(args), out_(out) {}
+  Trainer(const Arguments& args, parallel::Communicator& comm, std::ostream& out)
+      : args_(args),
+        comm_(comm),
+        out_(comm.rank() == 0 ? out : null_),
+        last_(comm.rank() == comm.world_size() - 1 ? out : null_),
+        any_(out) {}
   TrainingResult run(const std::vector<std::string>& startup_messages);
 
  private:
   void setup(const std::vector<std::string>& startup_messages);
+  void build_datasets();
   void maybe_load();
   void train_step();
+  // Sum of masked token losses and the token count of this rank's micro-batches, summed over DP.
+  std::pair<double, double> reduce_loss(const at::Tensor& loss_sum, double tokens);
   double evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters);
   void log_iteration(bool regular);
   void save();
   nlohmann::json run_config() const;
 
   const Arguments& args_;
-  std::ostream& out_;
+  parallel::Communicator& comm_;
+  NullStream null_;
+  std::ostream& out_;   // rank 0's lines (Megatron's print_rank_0)
+  std::ostream& last_;  // the last rank's lines (print_rank_last): iterations, validation
+  std::ostream& any_;   // lines every rank prints
   std::unique_ptr<OutputLock> save_lock_;  // rank 0, with --save
   std::unique_ptr<parallel::ParallelState> ps_;
+  parallel::ParallelContext pc_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<Generators> gens_;
   std::unique_ptr<model::GptModel> model_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<parallel::DataParallelBuffers> ddp_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::ParamScheduler> scheduler_;
   data::GptDatasets datasets_;
   std::unique_ptr<BatchReader> train_reader_;
   std::int64_t train_iters_ = 0;
-  int num_microbatches_ = 1;
+  int num_microbatches_ = 1;  // per DP rank
   std::int64_t iteration_ = 0;
   std::int64_t consumed_train_ = 0;
   std::int64_t consumed_valid_ = 0;
@@ -81,7 +96,8 @@ class Trainer {
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
-  if (args_.checkpoint.save && args_.parallel.rank == 0) {
+  comm_.set_timeout(std::chrono::minutes(args_.parallel.distributed_timeout_minutes));
+  if (args_.checkpoint.save && comm_.rank() == 0) {
     save_lock_ = checkpoint::lock_save_folder(*args_.checkpoint.save);
     if (!save_lock_->note().empty()) out_ << "WARNING: " << save_lock_->note() << "\n";
     const auto removed = checkpoint::remove_stale_temporaries(*args_.checkpoint.save);
@@ -93,22 +109,38 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   tokenizer_ = build_run_tokenizer(args_);
   padded_vocab_ = padded_vocab_size(args_, static_cast<std::int64_t>(tokenizer_->vocab_size()));
   out_ << format_padded_vocab_line(static_cast<std::int64_t>(tokenizer_->vocab_size()), padded_vocab_) << "\n";
+  out_ << "> initializing torch distributed ... (" << comm_.backend() << ")" << std::endl;
   ps_ = std::make_unique<parallel::ParallelState>(
       parallel::ParallelConfig{args_.parallel.world_size, args_.parallel.tensor_model_parallel_size,
                                args_.parallel.pipeline_model_parallel_size, args_.parallel.context_parallel_size,
                                args_.parallel.use_tp_pp_dp_mapping},
-      args_.parallel.rank);
+      comm_.rank());
+  pc_ = parallel::ParallelContext::create(*ps_, comm_);
+  out_ << "> initialized tensor model parallel with size " << ps_->tp() << "\n"
+       << "> initialized pipeline model parallel with size " << ps_->pp() << std::endl;
   const auto seed = static_cast<std::uint64_t>(args_.training.seed);
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{at::make_generator<at::CPUGeneratorImpl>(ps_->default_seed(seed)),
                                                   at::make_generator<at::CPUGeneratorImpl>(ps_->model_parallel_seed(seed))});
-  model_ = std::make_unique<model::GptModel>(to_model_config(args_, padded_vocab_), *ps_, gens_->model_parallel_gen);
+  // Initialisation draws every full weight from the single-process stream (the seed alone, as
+  // --use-cpu-initialization does) and keeps this rank's shard: any layout starts from the same
+  // weights.
+  at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  model_ = std::make_unique<model::GptModel>(to_model_config(args_, padded_vocab_), pc_, init_gen);
   std::int64_t count = 0;
   for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
-  out_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
-       << ps_->pp_rank() << "): " << count << std::endl;
-  optimizer_ = std::make_unique<optim::AdamW>(
-      model_->named_parameters(),
+  if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
+    any_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
+         << ps_->pp_rank() << "): " << count << std::endl;
+  }
+  parallel::DataParallelConfig ddp_config;
+  ddp_config.overlap_grad_reduce = args_.parallel.overlap_grad_reduce;
+  ddp_config.use_distributed_optimizer = args_.parallel.use_distributed_optimizer;
+  ddp_config.bucket_size = args_.parallel.ddp_bucket_size;
+  ddp_ = std::make_unique<parallel::DataParallelBuffers>(model_->named_parameters(), model_->parameter_layouts(), pc_,
+                                                         ddp_config);
+  optimizer_ = std::make_unique<optim::Optimizer>(
+      *ddp_, pc_,
       optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps});
   scheduler_ = std::make_unique<optim::ParamScheduler>(to_scheduler_config(args_));
   train_iters_ = total_train_iters(args_);
@@ -119,19 +151,28 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   num_microbatches_ = num_microbatches(args_);
   out_ << "setting number of microbatches to constant " << num_microbatches_ << std::endl;
   maybe_load();
-  datasets_ = build_run_datasets(args_, *tokenizer_, out_);
+  build_datasets();
   MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters_, "the training split is empty; check --split");
   if (datasets_.train() != nullptr && iteration_ < train_iters_) {
     train_reader_ = std::make_unique<BatchReader>(*datasets_.train(), static_cast<std::uint64_t>(consumed_train_),
-                                                  args_.training.micro_batch_size);
+                                                  args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp());
   }
-  if (args_.checkpoint.save) {
+  if (args_.checkpoint.save && comm_.rank() == 0) {
     std::filesystem::create_directories(*args_.checkpoint.save);
     AtomicFile config_file((std::filesystem::path(*args_.checkpoint.save) / "run_config.json").string());
     const std::string text = run_config().dump(2) + "\n";
     config_file.write(text.data(), text.size());
     config_file.commit();
   }
+}
+
+// Rank 0 builds the index caches (or finds them); the others wait, then load them. A rank
+// whose cache folder is node-local finds no files and builds its own copy: the cache files are
+// written to temporary names and renamed, so concurrent builders on one node cannot tear them.
+void Trainer::build_datasets() {
+  if (comm_.rank() == 0) datasets_ = build_run_datasets(args_, *tokenizer_, out_);
+  comm_.barrier(*pc_.world).wait();
+  if (comm_.rank() != 0) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
 }
 
 nlohmann::json Trainer::run_config() const {
@@ -150,25 +191,39 @@ void Trainer::maybe_load() {
     return;
   }
   const bool finetune = args_.checkpoint.finetune;
+  const std::string folder = checkpoint::iteration_folder(root, *tracker);
   out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
+  // The layout first: a checkpoint of another TP or PP size has other shards.
+  const auto layout = checkpoint::read_layout(root, *tracker);
+  if (layout.tp != ps_->tp() || layout.pp != ps_->pp()) {
+    MEGATRON_FAIL("checkpoint ", folder, " was saved with tensor-model-parallel size ", layout.tp,
+                  " x pipeline-model-parallel size ", layout.pp, "; this run uses ", ps_->tp(), " x ", ps_->pp(),
+                  ". Resharding a checkpoint comes with pipeline parallelism; until then resume with --tensor-model-parallel-size ",
+                  layout.tp, " --pipeline-model-parallel-size ", layout.pp, " (any data-parallel size)");
+  }
   const auto state = checkpoint::load_checkpoint(root, *tracker, ps_->checkpoint_shard_name(),
                                                  !finetune && !args_.checkpoint.no_load_optim,
                                                  !finetune && !args_.checkpoint.no_load_rng);
   const auto differences = model_shape_differences(state.config, run_config());
   if (!differences.empty()) {
-    std::string message = "checkpoint " + checkpoint::iteration_folder(root, *tracker) +
-                          " was saved for a different model:";
+    std::string message = "checkpoint " + folder + " was saved for a different model:";
     for (const auto& d : differences) message += "\n  " + d;
     MEGATRON_FAIL(message);
   }
-  load_parameters(model_->named_parameters(), state.model, checkpoint::iteration_folder(root, *tracker));
+  load_parameters(model_->named_parameters(), state.model, folder + "/" + ps_->checkpoint_shard_name());
+  optimizer_->reload_model_params();
   if (!finetune) {
     iteration_ = state.iteration;
     consumed_train_ = state.consumed_train_samples;
     consumed_valid_ = state.consumed_valid_samples;
     flops_so_far_ = state.floating_point_operations_so_far;
     scheduler_->set_num_steps(state.scheduler_num_steps);
-    if (!args_.checkpoint.no_load_optim) optimizer_->load_state(state.optimizer, state.optimizer_steps);
+    if (!args_.checkpoint.no_load_optim) {
+      // Every DP rank's pieces of this shard's state; the optimizer keeps what this layout owns.
+      parallel::NamedTensors pieces;
+      for (const auto& part : state.optimizer_parts) pieces.insert(pieces.end(), part.begin(), part.end());
+      optimizer_->load_state(pieces, state.optimizer_steps);
+    }
     for (const auto& [name, t] : state.rng) {
       if (name == "default") gens_->default_gen.set_state(t);
       if (name == "model_parallel") gens_->model_parallel_gen.set_state(t);
@@ -178,26 +233,41 @@ void Trainer::maybe_load() {
        << ", p " << ps_->pp_rank() + 1 << "/" << ps_->pp() << " ] at iteration " << iteration_ << std::endl;
 }
 
+std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, double tokens) {
+  at::Tensor both = at::stack({loss_sum.detach().to(at::kDouble), at::scalar_tensor(tokens, at::kDouble)});
+  comm_.all_reduce(both, parallel::ReduceOp::kSum, *pc_.dp_cp).wait();
+  const double* v = both.data_ptr<double>();
+  return {v[0], v[1]};
+}
+
 void Trainer::train_step() {
   const model::ForwardContext ctx{true, &gens_->default_gen, &gens_->model_parallel_gen};
-  double loss_sum = 0.0, tokens = 0.0;
+  ddp_->zero_grad();
+  // The losses stay tensors until the step is done: no host synchronisation per micro-batch.
+  at::Tensor loss_sum = at::zeros({}, at::kFloat);
+  double tokens = 0.0;
   for (int m = 0; m < num_microbatches_; ++m) {
     const auto batch = train_reader_->next();
     MEGATRON_CHECK(batch.has_value(), "the training data ran out at iteration ", iteration_ + 1,
                    " (consumed samples ", consumed_train_, "); this is a bug in the sample counts");
-    LossSum l = forward_loss(*model_, *batch, ctx);
-    ((l.sum / std::max(1.0, l.tokens)) / num_microbatches_).backward();
-    loss_sum += l.sum.item<double>();
-    tokens += l.tokens;
+    ddp_->set_last_microbatch(m == num_microbatches_ - 1);
+    const at::Tensor token_loss =
+        model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
+    const at::Tensor sum = (token_loss * batch->loss_mask).sum();
+    ((sum / std::max(1.0, batch->loss_tokens)) / num_microbatches_).backward();
+    loss_sum += sum.detach();
+    tokens += batch->loss_tokens;
   }
-  const double loss = loss_sum / std::max(1.0, tokens);
+  ddp_->finish_grad_sync();
+  parallel::allreduce_sequence_parallel_grads(ddp_->params(), ddp_->layouts(), pc_);
+  const auto [sum, count] = reduce_loss(loss_sum, tokens);
+  const double loss = sum / std::max(1.0, count);
   MEGATRON_CHECK(std::isfinite(loss), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
                  ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
-  last_grad_norm_ = optim::clip_grad_norm(model_->named_parameters(), args_.optimizer.clip_grad);
+  last_grad_norm_ = optimizer_->clip_grad_norm(args_.optimizer.clip_grad);
   MEGATRON_CHECK(std::isfinite(last_grad_norm_), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
                  ": the gradient norm is not finite; stopping");
   optimizer_->step(scheduler_->lr(), scheduler_->wd());
-  optimizer_->zero_grad();
   scheduler_->step(args_.training.global_batch_size);
   ++iteration_;
   consumed_train_ += args_.training.global_batch_size;
@@ -210,19 +280,23 @@ void Trainer::train_step() {
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
   at::NoGradGuard no_grad;
   const model::ForwardContext ctx{false, nullptr, nullptr};
-  BatchReader reader(dataset, static_cast<std::uint64_t>(consumed), args_.training.micro_batch_size);
-  double loss_sum = 0.0, tokens = 0.0;
+  BatchReader reader(dataset, static_cast<std::uint64_t>(consumed), args_.training.micro_batch_size, ps_->dp_rank(),
+                     ps_->dp());
+  at::Tensor loss_sum = at::zeros({}, at::kFloat);
+  double tokens = 0.0;
   for (std::int64_t i = 0; i < iters; ++i) {
     for (int m = 0; m < num_microbatches_; ++m) {
       const auto batch = reader.next();
       MEGATRON_CHECK(batch.has_value(), "the evaluation data ran out after ", consumed, " samples");
-      const LossSum l = forward_loss(*model_, *batch, ctx);
-      loss_sum += l.sum.item<double>();
-      tokens += l.tokens;
+      const at::Tensor token_loss =
+          model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
+      loss_sum += (token_loss * batch->loss_mask).sum();
+      tokens += batch->loss_tokens;
     }
     consumed += args_.training.global_batch_size;
   }
-  return loss_sum / std::max(1.0, tokens);
+  const auto [sum, count] = reduce_loss(loss_sum, tokens);
+  return sum / std::max(1.0, count);
 }
 
 void Trainer::log_iteration(bool regular) {
@@ -243,7 +317,7 @@ void Trainer::log_iteration(bool regular) {
   f.global_batch_size = args_.training.global_batch_size;
   f.losses = {{"lm loss", interval_loss_ / static_cast<double>(interval_iters_)}};
   if (args_.optimizer.clip_grad > 0) f.grad_norm = last_grad_norm_;
-  out_ << format_iteration_line(f) << std::endl;
+  last_ << format_iteration_line(f) << std::endl;
   if (regular) {
     interval_loss_ = 0.0;
     interval_iters_ = 0;
@@ -268,7 +342,13 @@ void Trainer::save() {
   if (!args_.checkpoint.no_save_rng) {
     state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};
   }
-  checkpoint::save_checkpoint(root, state, ps_->checkpoint_shard_name());
+  checkpoint::ShardWriter writer;
+  writer.shard = ps_->checkpoint_shard_name();
+  writer.model = ps_->dp_rank() == 0 && ps_->cp_rank() == 0;
+  writer.distributed_optimizer = args_.parallel.use_distributed_optimizer;
+  writer.dp_rank = ps_->dp_rank();
+  writer.dp_size = ps_->dp();
+  checkpoint::save_checkpoint(root, state, writer, pc_);
   out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration_
        << " to " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/"
        << ps_->pp() << " ]" << std::endl;
@@ -289,7 +369,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     if (args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0 && datasets_.valid() &&
         args_.logging.eval_iters > 0) {
       const double v = evaluate(*datasets_.valid(), consumed_valid_, args_.logging.eval_iters);
-      out_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
+      last_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
       interval_start_ = Clock::now();
     }
     if (args_.checkpoint.save && save_interval && iteration_ % *save_interval == 0) {
@@ -309,25 +389,31 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   if (datasets_.valid() && args_.logging.eval_iters > 0) {
     std::int64_t consumed = consumed_valid_;
     const double v = evaluate(*datasets_.valid(), consumed, args_.logging.eval_iters);
-    out_ << format_validation_block("iteration " + std::to_string(iteration_) + " on validation set",
-                                    {{"lm loss", v}})
-         << std::endl;
+    last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on validation set",
+                                     {{"lm loss", v}})
+          << std::endl;
     result_.final_validation_loss = v;
   }
   if (datasets_.test() && args_.logging.eval_iters > 0) {
     std::int64_t consumed = 0;
     const double v = evaluate(*datasets_.test(), consumed, args_.logging.eval_iters);
-    out_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
-         << std::endl;
+    last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
+          << std::endl;
   }
   return result_;
 }
 
 }  // namespace
 
-TrainingResult run_training(const Arguments& args, const std::vector<std::string>& startup_messages, std::ostream& out) {
-  Trainer trainer(args, out);
+TrainingResult run_training(const Arguments& args, parallel::Communicator& comm,
+                            const std::vector<std::string>& startup_messages, std::ostream& out) {
+  Trainer trainer(args, comm, out);
   return trainer.run(startup_messages);
+}
+
+TrainingResult run_training(const Arguments& args, const std::vector<std::string>& startup_messages, std::ostream& out) {
+  const auto comm = parallel::make_single_process_communicator();
+  return run_training(args, *comm, startup_messages, out);
 }
 
 }  // namespace megatron::train

@@ -31,12 +31,15 @@ struct MicroBatch {
   at::Tensor loss_mask;     // [b, s] float
   at::Tensor position_ids;  // [b, s] int64
   at::Tensor attention_mask;  // [b, 1, s, s] bool (true = masked), or undefined (plain causal)
+  double loss_tokens = 0.0;   // loss_mask's sum, counted on the host while the batch is made
 };
 
-// Micro batches of one split in Megatron's sampler order, from `consumed_samples` on.
+// This DP rank's micro batches of one split in Megatron's sampler order (spec 4.11), from
+// `consumed_samples` on.
 class BatchReader {
  public:
-  BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size);
+  BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size,
+              int dp_rank = 0, int dp_size = 1);
   // The next micro batch; nullopt when the split has no complete step batch left.
   std::optional<MicroBatch> next();
   std::uint64_t consumed_samples() const { return sampler_.consumed_samples(); }

@@ -166,9 +166,10 @@ data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tok
   return datasets;
 }
 
-BatchReader::BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size)
+BatchReader::BatchReader(const data::SampleDataset& dataset, std::uint64_t consumed_samples, int micro_batch_size,
+                         int dp_rank, int dp_size)
     : dataset_(&dataset),
-      sampler_(dataset.size(), consumed_samples, micro_batch_size, /*dp_rank=*/0, /*dp_size=*/1),
+      sampler_(dataset.size(), consumed_samples, micro_batch_size, dp_rank, dp_size),
       micro_batch_size_(micro_batch_size) {}
 
 std::optional<MicroBatch> BatchReader::next() {
@@ -199,6 +200,7 @@ std::optional<MicroBatch> BatchReader::next() {
       for (const std::int32_t start : starts) m.slice(0, start).slice(1, 0, start).fill_(true);
     }
   }
+  batch.loss_tokens = batch.loss_mask.sum().item<double>();  // a host tensor: no device synchronisation
   return batch;
 }
 

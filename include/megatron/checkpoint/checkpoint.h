@@ -1,12 +1,17 @@
 // Checkpoints in Megatron's folder layout (spec 7.1): <root>/latest_checkpointed_iteration.txt
-// holding the iteration, and <root>/iter_0000100/mp_rank_00/ with our contents: model.safetensors
-// (Megatron parameter names), optimizer.safetensors, rng.safetensors and meta.json (iteration,
-// consumed samples, scheduler and optimizer counters, the resolved config, and size + CRC-32 of
-// every file). Commit protocol: everything is written into iter_XXXXXXX.tmp.<pid>/ and fsynced,
-// the folder is renamed into place, and only then the tracker file is replaced. A crash at any
-// moment leaves the previous checkpoint loadable; a corrupt or partial one is refused by name.
-// A signal during a save removes the temporary folder (TemporaryFolder), a SIGKILL leftover goes
-// at the next start (remove_stale_temporaries).
+// holding the iteration, and <root>/iter_0000100/mp_rank_TT[_PPP]/ per model-parallel shard with
+// our contents: model.safetensors (Megatron parameter names, this shard's tensors), rng.safetensors,
+// the optimizer state (optimizer.safetensors, or with the distributed optimizer one
+// distrib_optim.dp_rank_RRR.safetensors per data-parallel rank) and meta.json (iteration, consumed
+// samples, scheduler and optimizer counters, the resolved config, and size + CRC-32 of every file
+// of the shard). Model, RNG and meta.json are written by DP rank 0 of each shard.
+// Commit protocol (collective over the world): rank 0 makes iter_XXXXXXX.tmp.<its pid>/, every
+// rank writes and fsyncs its files there, the writers' digests are gathered into meta.json, every
+// rank reports success or failure, and only when all succeeded rank 0 renames the folder into
+// place and then replaces the tracker. A crash or kill of any rank at any moment leaves the
+// previous checkpoint loadable and the tracker untouched; a corrupt or partial one is refused by
+// name. A signal during a save removes the temporary folder (TemporaryFolder), a SIGKILL leftover
+// goes at the next start (remove_stale_temporaries).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -21,6 +26,7 @@
 
 #include "megatron/checkpoint/safetensors.h"
 #include "megatron/core/process_lock.h"
+#include "megatron/parallel/parallel_context.h"
 
 namespace megatron::checkpoint {
 
@@ -37,16 +43,35 @@ struct CheckpointState {
   double floating_point_operations_so_far = 0.0;
   nlohmann::json config;   // the resolved run configuration
   NamedTensors model;      // Megatron names
-  NamedTensors optimizer;  // empty when not saved (--no-save-optim)
+  NamedTensors optimizer;  // this rank's optimizer state; empty when not saved (--no-save-optim)
   NamedTensors rng;        // generator states, uint8 tensors
+  // Loaded only: the optimizer state of every file of the shard (one per DP rank that wrote
+  // one), for an optimizer that re-splits it over the current data-parallel size.
+  std::vector<NamedTensors> optimizer_parts;
+};
+
+// Which files this rank writes into its shard folder.
+struct ShardWriter {
+  std::string shard = "mp_rank_00";  // ParallelState::checkpoint_shard_name()
+  bool model = true;                 // model, RNG and meta.json: DP rank 0 of the shard
+  // Optimizer state: with the distributed optimizer every DP rank writes its own file;
+  // otherwise only the model writer writes optimizer.safetensors.
+  bool distributed_optimizer = false;
+  int dp_rank = 0;
+  int dp_size = 1;
 };
 
 // "<root>/iter_0000100".
 std::string iteration_folder(const std::string& root, std::int64_t iteration);
 
-// Writes the checkpoint of `state.iteration` for one model-parallel shard ("mp_rank_00") and then
-// the tracker. Throws megatron::Error naming what could not be written; nothing half-written is
-// left under a final name.
+// Collective over the world of `pc` (every rank calls it with its part): writes the checkpoint of
+// `state.iteration` and then the tracker. Throws megatron::Error on every rank when any rank
+// could not write (naming the failed ranks; the failing rank's own message first); nothing
+// half-written is left under a final name. `pc.dp` must be the group over which the optimizer
+// files of one shard are gathered.
+void save_checkpoint(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
+                     const parallel::ParallelContext& pc);
+// One process, one shard ("mp_rank_00").
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard);
 
 // Creates <root> and locks <root>/.lock against a second run saving there (held until the
@@ -64,8 +89,21 @@ std::vector<std::string> remove_stale_temporaries(const std::string& root);
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);
 
+// The parallel layout a checkpoint was saved with: TP and PP from its mp_rank_TT[_PPP] folders,
+// DP and the optimizer kind from the first shard's meta.json. Throws when the folder has no
+// shard folders.
+struct SavedLayout {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  bool distributed_optimizer = false;
+};
+SavedLayout read_layout(const std::string& root, std::int64_t iteration);
+
 // Reads and verifies (sizes, CRC-32) one shard of a checkpoint. The optimizer and RNG states are
-// read only when asked for; asking for an optimizer state that was not saved is an error.
+// read only when asked for; asking for an optimizer state that was not saved is an error. The
+// optimizer state comes in `optimizer_parts` (every file of the shard) and, when the shard has a
+// single optimizer file, also in `optimizer`.
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
                                 bool load_optimizer, bool load_rng);
 

@@ -50,6 +50,9 @@ class AtomicFile {
   std::size_t buffered_ = 0;
 };
 
+// fsyncs the folder holding `path`, so a rename into it survives a power cut (best effort).
+void fsync_parent_folder(const std::string& path);
+
 // A folder filled under a temporary name and then renamed into place (a checkpoint's
 // iter_XXXXXXX.tmp.<pid>/). Created by the constructor (its parent must exist); until release(),
 // the destructor and the signal handler remove it with everything in it.

@@ -1,7 +1,10 @@
-// Megatron's GPT model for one pipeline stage (spec 10): the first stage embeds (word + learned
-// positions, dropout), every stage runs its share of the layers, the last stage applies the final
-// norm, the output layer (tied to the word embedding unless untied) and the per-token loss.
-// Parameter names are Megatron's local-spec state-dict keys with stage-local layer numbers.
+// Megatron's GPT model for one pipeline stage and tensor-parallel rank (spec 10): the first stage
+// embeds (word + learned positions, dropout), every stage runs its share of the layers, the last
+// stage applies the final norm, the output layer (tied to the word embedding unless untied) and
+// the per-token vocab-parallel loss. Parameter names are Megatron's local-spec state-dict keys with
+// stage-local layer numbers; each tensor is this TP rank's shard (parameter_layouts() says how).
+// Under sequence parallelism the activations between the regions are [s/tp, b, h]: the embedding
+// scatters (or reduce-scatters) along s and the output layer all-gathers along s.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -12,41 +15,55 @@
 
 #include "megatron/model/model_config.h"
 #include "megatron/model/transformer_layer.h"
-#include "megatron/parallel/parallel_state.h"
+#include "megatron/parallel/parallel_context.h"
 #include "megatron/parallel/tensor_parallel.h"
 
 namespace megatron::model {
 
 class GptModel {
  public:
-  // Initialises every parameter from `init_gen` in a fixed order (Megatron's distributions:
-  // N(0, std), output projections N(0, std / sqrt(2L)), norms 1/0, biases 0).
-  GptModel(const ModelConfig& config, const parallel::ParallelState& ps, at::Generator& init_gen);
+  // Initialises every parameter from `init_gen` (a CPU generator) in a fixed order (Megatron's
+  // distributions: N(0, std), output projections N(0, std / sqrt(2L)), norms 1/0, biases 0),
+  // drawing each full tensor on CPU in fp32 and keeping this TP rank's shard: with a generator
+  // seeded independently of the layout, every layout starts from the single-process weights.
+  // The parameters then live on `options`' device and dtype (default CPU fp32). `pc` must outlive
+  // the model. Throws megatron::Error listing every size not divisible by the TP size.
+  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& init_gen,
+           const at::TensorOptions& options = {});
 
   // First stage: tokens / position_ids [b, s] int64. Other stages: set_input_tensor() first.
   // mask: [b or 1, 1, s, s] bool (true = masked), or undefined for plain causal attention.
-  // With labels [b, s] on the last stage: the per-token loss [b, s] (fp32); without: logits
-  // [b, s, V_pad/tp]. Not the last stage: the hidden states [s, b, h].
+  // With labels [b, s] on the last stage: the per-token loss [b, s] (fp32, equal on every TP
+  // rank); without: this rank's logits [b, s, V_pad/tp]. Not the last stage: the hidden states
+  // [s, b, h] ([s/tp, b, h] under sequence parallelism), also the shape set_input_tensor takes.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& mask,
                      const at::Tensor& labels, const ForwardContext& ctx) const;
   void set_input_tensor(const at::Tensor& hidden) { input_tensor_ = hidden; }
 
   // Every parameter with its Megatron name, in a fixed order.
-  const NamedTensors& named_parameters() const { return parameters_; }
+  const NamedTensors& named_parameters() const { return parameters_.named; }
+  // How each parameter of named_parameters() (same order) is laid out over TP: column-parallel
+  // weights and biases, the word embedding and the output layer split along dim 0 (SwiGLU's fc1
+  // with stride 2), row-parallel weights along dim 1; the rest replicated, with sequence_parallel
+  // set on norms and row-parallel biases under sequence parallelism.
+  const std::vector<parallel::TensorParallelLayout>& parameter_layouts() const { return parameters_.layouts; }
   const ModelConfig& config() const { return config_; }
   bool pre_process() const { return pre_process_; }
   bool post_process() const { return post_process_; }
 
  private:
+  at::Tensor embed(const at::Tensor& tokens, const at::Tensor& position_ids, const ForwardContext& ctx) const;
+
   ModelConfig config_;
-  const parallel::ParallelState* ps_;
+  const parallel::ParallelContext* pc_;
+  bool sequence_parallel_;  // config.sequence_parallel and TP > 1
   bool pre_process_, post_process_;
   std::unique_ptr<parallel::VocabParallelEmbedding> word_embeddings_;
   at::Tensor position_embeddings_;  // [max_positions, h], learned_absolute only
   std::vector<TransformerLayer> layers_;
   std::unique_ptr<Norm> final_layernorm_;
   at::Tensor output_weight_;  // untied (or non-first last stage); else the word embedding
-  NamedTensors parameters_;
+  parallel::ParameterList parameters_;
   at::Tensor input_tensor_;
 };
 

@@ -33,6 +33,9 @@ struct ModelConfig {
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
   std::int64_t padded_vocab_size = 128;
+  // --sequence-parallel: between the tensor-parallel regions activations are [s/tp, b, h]; norms
+  // and hidden dropout see only this rank's tokens. Ignored at TP size 1 (as Megatron does).
+  bool sequence_parallel = false;
 
   // Every inconsistency (heads not divisible by groups, rotary dim odd, ...), one message each.
   std::vector<std::string> validate() const;

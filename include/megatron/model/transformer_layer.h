@@ -1,6 +1,8 @@
 // One pre-LN GPT transformer layer as Megatron's local spec builds it (spec 10.1-10.4):
 // x = x + dropout(attention(norm1(x)) + proj_bias); x = x + dropout(mlp(norm2(x)) + fc2_bias).
-// Activations are sequence-first, [s, b, h]. Attention is plain ATen (causal or an explicit mask).
+// Activations are sequence-first, [s, b, h] ([s/tp, b, h] under sequence parallelism). Attention
+// is plain ATen (causal or an explicit mask), sharded by heads and query groups over TP (each rank
+// owns ng/tp whole groups); the MLP is sharded by its ffn channels.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,53 +16,69 @@
 namespace megatron::model {
 
 using parallel::NamedTensors;
+using parallel::ParameterList;
 
 // Generators a forward pass draws dropout masks from (Megatron's default and model-parallel
 // RNG streams), and whether it trains. Owned by the trainer; saved in checkpoints.
 struct ForwardContext {
   bool training = true;
-  at::Generator* dropout_gen = nullptr;            // hidden / embedding dropout
-  at::Generator* attention_dropout_gen = nullptr;  // inside the tensor-parallel region
+  // The default stream (equal on every TP rank): hidden and embedding dropout.
+  at::Generator* dropout_gen = nullptr;
+  // The model-parallel stream (seeded per TP rank): attention dropout, and hidden and embedding
+  // dropout under sequence parallelism (Megatron forks its tracker there).
+  at::Generator* model_parallel_gen = nullptr;
+
+  // The generator of hidden / embedding dropout.
+  at::Generator* hidden_gen(bool sequence_parallel) const {
+    return sequence_parallel ? model_parallel_gen : dropout_gen;
+  }
 };
 
 // x * bernoulli(1 - p) / (1 - p) with masks from `gen`; the identity when not training or p == 0.
 at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at::Generator* gen);
 
+// LayerNorm or RMSNorm over the last dim; parameters replicated over TP (sequence_parallel in
+// their layouts under sequence parallelism, where each rank sees only its tokens).
 class Norm {
  public:
-  Norm(const ModelConfig& config);
+  Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x) const;
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
   Normalization kind_;
   double eps_;
+  bool sequence_parallel_;
   at::Tensor weight_, bias_;  // bias only for LayerNorm
 };
 
 class SelfAttention {
  public:
-  SelfAttention(const ModelConfig& config, int num_layers, at::Generator& init_gen,
-                const parallel::ParallelState& ps);
-  // x [s, b, h]; mask [b or 1, 1, s, s] bool with true = masked, or undefined for causal.
-  // Returns the projection output without its bias, and the bias (may be undefined).
+  // The layer's options carry sequence parallelism and the parameters' device and dtype.
+  SelfAttention(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+                const parallel::LinearOptions& options);
+  // x [s, b, h] ([s/tp, b, h] under sequence parallelism); mask [b or 1, 1, s, s] bool with
+  // true = masked, or undefined for causal. Returns the projection output without its bias,
+  // shaped like x, and the bias (may be undefined).
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& mask,
                                             const ForwardContext& ctx) const;
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
   at::Tensor apply_rotary(const at::Tensor& t) const;  // t [s, b, heads, hn]
 
   ModelConfig config_;
+  int local_heads_, local_groups_;  // np / tp, ng / tp
   parallel::ColumnParallelLinear linear_qkv_;
   parallel::RowParallelLinear linear_proj_;
 };
 
 class Mlp {
  public:
-  Mlp(const ModelConfig& config, int num_layers, at::Generator& init_gen, const parallel::ParallelState& ps);
+  Mlp(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+      const parallel::LinearOptions& options);
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x) const;  // (output, fc2 bias)
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
   bool swiglu_;
@@ -70,12 +88,15 @@ class Mlp {
 
 class TransformerLayer {
  public:
-  TransformerLayer(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelState& ps);
+  // sequence_parallel: the effective setting (config.sequence_parallel and TP > 1).
+  TransformerLayer(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+                   bool sequence_parallel, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const;
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
   double hidden_dropout_;
+  bool sequence_parallel_;
   Norm input_layernorm_;
   SelfAttention self_attention_;
   Norm pre_mlp_layernorm_;

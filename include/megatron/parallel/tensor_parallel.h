@@ -1,9 +1,10 @@
-// Megatron's tensor-parallel building blocks over LibTorch (ATen ops, autograd through them):
-// column- and row-parallel linear layers, the vocab-parallel embedding and cross entropy. Each
-// rank holds its shard (output rows for column-parallel, input columns for row-parallel, vocab
-// rows for the embedding). Communication happens only in the regions (copy_to / reduce_from the
-// TP group); this build runs them at TP size 1, where they are the identity, and rejects larger
-// sizes until the Communicator arrives.
+// Megatron's tensor-parallel layers over LibTorch (ATen ops, autograd through them): column- and
+// row-parallel linear layers, the vocab-parallel embedding and cross entropy. Each rank holds its
+// shard (output rows for column-parallel, input columns for row-parallel, vocab rows for the
+// embedding); communication happens only in the regions of mappings.h. Initialisation is
+// layout-invariant: every layer draws its FULL weight on CPU in fp32 from the init generator
+// (the single-process draw) and keeps this rank's shard, then moves it to the run's device and
+// dtype (Megatron's --use-cpu-initialization). Biases start at 0.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,69 +14,109 @@
 #include <utility>
 #include <vector>
 
-#include "megatron/parallel/parallel_state.h"
+#include "megatron/parallel/mappings.h"
+#include "megatron/parallel/parallel_context.h"
 
 namespace megatron::parallel {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// Parameters in a fixed order with their Megatron names and their TP layouts (aligned).
+struct ParameterList {
+  NamedTensors named;
+  std::vector<TensorParallelLayout> layouts;
+
+  void add(std::string name, const at::Tensor& t, const TensorParallelLayout& layout = {});
+};
+
+// This rank's position in, and the size of, the context's TP group.
+int tp_rank(const ParallelContext& pc);
+int tp_size(const ParallelContext& pc);
+
 // Normal(0, std) initialisation from an explicit generator; zeros for std == 0.
 void init_normal(at::Tensor& t, double std, at::Generator& gen);
+// A full CPU fp32 tensor drawn N(0, std) from `gen` (zeros for std == 0).
+at::Tensor draw_normal(at::IntArrayRef shape, double std, at::Generator& gen);
+// A leaf parameter that requires grad: this TP rank's shard of `full` under `layout`, moved to
+// `options`' device and dtype (unset ones keep `full`'s).
+at::Tensor make_parameter(const at::Tensor& full, const TensorParallelLayout& layout, const ParallelContext& pc,
+                          const at::TensorOptions& options);
 
-// Creates an fp32 leaf tensor that requires grad.
-at::Tensor make_parameter(at::IntArrayRef shape);
+struct LinearOptions {
+  bool bias = true;
+  int partition_stride = 1;        // column-parallel: 2 for SwiGLU's fc1, whose full weight is [gate; up]
+  bool gather_output = false;      // column-parallel: all-gather the output along its last dim
+  bool input_is_parallel = true;   // row-parallel: the input is already split along its last dim
+  bool sequence_parallel = false;  // activations outside the layer are [s/tp, b, h]
+  at::TensorOptions tensor_options = {};  // the parameters' device and dtype
+};
 
-// Forward: identity; backward: all-reduce over TP.
-at::Tensor copy_to_tensor_parallel_region(const at::Tensor& x, const ParallelState& ps);
-// Forward: all-reduce over TP; backward: identity.
-at::Tensor reduce_from_tensor_parallel_region(const at::Tensor& x, const ParallelState& ps);
+// y = x W^T (+ b) with W [out/tp, in] this rank's rows of the full weight: the input enters
+// through copy_to (or, with sequence parallelism, is all-gathered along s), the output is this
+// rank's columns [..., out/tp] (or all of them with gather_output). Used by the layer below and
+// by the GPT output layer, whose weight may be the word embedding's.
+at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                  const ParallelContext& pc, bool sequence_parallel, bool gather_output);
 
 class ColumnParallelLinear {
  public:
-  // y = x W^T (+ b); W [out/tp, in], b [out/tp].
-  ColumnParallelLinear(int in_features, int out_features, bool bias, double init_std,
-                       at::Generator& gen, const ParallelState& ps);
-  at::Tensor forward(const at::Tensor& x) const;  // [..., in] -> [..., out/tp]
-  void collect(const std::string& prefix, NamedTensors& out) const;
-  at::Tensor& weight() { return weight_; }
+  ColumnParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+                       const ParallelContext& pc, const LinearOptions& options = {});
+  // [s(/tp), b, in] -> [s, b, out/tp] ([..., in] -> [..., out/tp] without sequence parallelism).
+  at::Tensor forward(const at::Tensor& x) const;
+  // weight: partition dim 0 (with the stride); bias: the same.
+  void collect(const std::string& prefix, ParameterList& out) const;
+  const at::Tensor& weight() const { return weight_; }
 
  private:
-  const ParallelState* ps_;
+  const ParallelContext* pc_;
+  LinearOptions options_;
   at::Tensor weight_, bias_;
 };
 
 class RowParallelLinear {
  public:
-  // W [out, in/tp], b [out] added after the reduction. forward returns the un-biased output;
-  // the caller adds bias() in its bias-dropout-add, as Megatron does.
-  RowParallelLinear(int in_features, int out_features, bool bias, double init_std,
-                    at::Generator& gen, const ParallelState& ps);
-  at::Tensor forward(const at::Tensor& x) const;  // [..., in/tp] -> [..., out]
+  // W [out, in/tp]; b [out] is added after the reduction by the caller (bias-dropout-add), as in
+  // Megatron, so forward returns the un-biased output. Sequence parallelism needs input_is_parallel.
+  RowParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+                    const ParallelContext& pc, const LinearOptions& options = {});
+  // [..., in/tp] -> [..., out] reduced over TP; with sequence parallelism [s, b, in/tp] ->
+  // [s/tp, b, out] reduce-scattered along s.
+  at::Tensor forward(const at::Tensor& x) const;
   const at::Tensor& bias() const { return bias_; }  // undefined without bias
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  // weight: partition dim 1; bias: replicated (sequence_parallel under sequence parallelism).
+  void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
-  const ParallelState* ps_;
+  const ParallelContext* pc_;
+  LinearOptions options_;
   at::Tensor weight_, bias_;
 };
 
 class VocabParallelEmbedding {
  public:
-  VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std,
-                         at::Generator& gen, const ParallelState& ps);
-  at::Tensor forward(const at::Tensor& ids) const;  // [b, s] -> [b, s, h]
+  // Weight [V_pad/tp, h]: rows [tp_rank * V_pad/tp, (tp_rank + 1) * V_pad/tp) of the full table.
+  VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std, at::Generator& gen,
+                         const ParallelContext& pc, bool reduce_scatter_embeddings = false,
+                         const at::TensorOptions& options = {});
+  // ids [b, s] -> [b, s, h] all-reduced over TP; with reduce_scatter_embeddings ->
+  // [s/tp, b, h] (transposed to sequence-first, then reduce-scattered along s).
+  at::Tensor forward(const at::Tensor& ids) const;
   const at::Tensor& weight() const { return weight_; }
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect(const std::string& prefix, ParameterList& out) const;  // partition dim 0
 
  private:
-  const ParallelState* ps_;
+  const ParallelContext* pc_;
+  bool reduce_scatter_;
   at::Tensor weight_;  // [V_pad/tp, h]
   std::int64_t vocab_start_ = 0, vocab_end_ = 0;
 };
 
-// Per-token cross entropy of vocab-sharded logits [s, b, V_pad/tp] against targets [s, b],
-// in fp32 (spec 10.7). Returns [s, b].
+// Per-token cross entropy of vocab-sharded logits [s, b, V_pad/tp] against targets [s, b] (full
+// vocabulary ids), in fp32 without gathering the logits (spec 10.7): one MAX all-reduce and one
+// SUM all-reduce of the packed (target logit, sum of exponentials). Returns [s, b] fp32, equal on
+// every TP rank. Backward: softmax minus one-hot on the owning rank, times the incoming gradient.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
-                                        const ParallelState& ps);
+                                        const ParallelContext& pc);
 
 }  // namespace megatron::parallel

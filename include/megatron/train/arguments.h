@@ -183,6 +183,7 @@ struct ParallelArgs {
   bool sequence_parallel = false;               // forced off when tp == 1 (with a warning)
   bool use_distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  std::optional<std::int64_t> ddp_bucket_size;  // elements per gradient bucket; None: Megatron's default
   bool overlap_param_gather = false;
   bool overlap_p2p_comm = true;                 // forced off without a virtual pipeline
   bool use_tp_pp_dp_mapping = false;

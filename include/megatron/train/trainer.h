@@ -1,11 +1,11 @@
 // megatron_train's main job on one process: tokenizer, model, optimizer and scheduler, datasets,
 // the training loop with gradient accumulation, evaluation, Megatron's console lines, and
-// checkpoints that resume exactly. Structured for the parallel build (a ParallelState is passed
-// everywhere, the model is built per pipeline stage), but runs TP = PP = DP = 1 today.
+// checkpoints that resume exactly, in any tensor x data-parallel layout (one process per rank).
 #pragma once
 
 #include <iosfwd>
 
+#include "megatron/parallel/communicator.h"
 #include "megatron/train/arguments.h"
 
 namespace megatron::train {
@@ -19,6 +19,12 @@ struct TrainingResult {
 // Runs the whole job. `out` receives what Megatron prints (start-up lines, the argument dump,
 // iteration and validation lines). Throws megatron::Error on configuration, data or
 // checkpoint problems (before the first step wherever they can be detected).
+// Collective: every rank of `comm` calls it with the same arguments; rank 0 prints the start-up
+// lines, the last rank the iteration and validation lines (Megatron's print_rank_0 and
+// print_rank_last), every rank writes to its own `out`.
+TrainingResult run_training(const Arguments& args, parallel::Communicator& comm,
+                            const std::vector<std::string>& startup_messages, std::ostream& out);
+// One process (world size 1).
 TrainingResult run_training(const Arguments& args, const std::vector<std::string>& startup_messages,
                             std::ostream& out);
 

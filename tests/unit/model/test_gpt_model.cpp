@@ -5,9 +5,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "megatron/model/gpt_model.h"
+#include "megatron/parallel/single_process_context.h"
 #include "test_support.h"
 
 namespace megatron::model {
@@ -62,9 +65,8 @@ ModelConfig tiny_config() {
 
 // Runs the C++ model and the Python reference on the same weights and batch; compares.
 void expect_matches_reference(const ModelConfig& config) {
-  const parallel::ParallelState ps(parallel::ParallelConfig{}, 0);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
-  GptModel model(config, ps, gen);
+  GptModel model(config, parallel::single_process_context(), gen);
   {  // non-trivial norm weights and biases
     at::NoGradGuard no_grad;
     for (auto& [name, t] : model.named_parameters()) {
@@ -141,9 +143,8 @@ TEST(GptModel, MatchesPlainPyTorchInterleavedPartialRotaryMqa) {
 
 TEST(GptModel, HasMegatronParameterNamesAndCount) {
   ModelConfig c = tiny_config();
-  const parallel::ParallelState ps(parallel::ParallelConfig{}, 0);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
-  const GptModel model(c, ps, gen);
+  const GptModel model(c, parallel::single_process_context(), gen);
   std::vector<std::string> names;
   int64_t count = 0;
   for (const auto& [name, t] : model.named_parameters()) {
@@ -170,9 +171,8 @@ TEST(GptModel, InitialisationFollowsMegatronDistributions) {
   c.ffn_hidden_size = 1024;
   c.kv_channels = 64;
   c.init_method_std = 0.02;
-  const parallel::ParallelState ps(parallel::ParallelConfig{}, 0);
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  const GptModel model(c, ps, gen);
+  const GptModel model(c, parallel::single_process_context(), gen);
   for (const auto& [name, t] : model.named_parameters()) {
     const double std = t.std().item<double>(), mean = t.mean().item<double>();
     if (name.find("linear_proj.weight") != std::string::npos || name.find("linear_fc2.weight") != std::string::npos) {
@@ -191,9 +191,8 @@ TEST(GptModel, DropoutIsDeterministicPerGeneratorAndOffInEval) {
   ModelConfig c = tiny_config();
   c.hidden_dropout = 0.3;
   c.attention_dropout = 0.3;
-  const parallel::ParallelState ps(parallel::ParallelConfig{}, 0);
   at::Generator init = at::make_generator<at::CPUGeneratorImpl>(3);
-  const GptModel model(c, ps, init);
+  const GptModel model(c, parallel::single_process_context(), init);
   const at::Tensor tokens = at::arange(32, at::kLong).view({2, 16}) % c.padded_vocab_size;
   const at::Tensor pos = at::arange(16, at::kLong).expand({2, 16});
   auto run = [&](bool training, uint64_t seed) {
@@ -204,6 +203,93 @@ TEST(GptModel, DropoutIsDeterministicPerGeneratorAndOffInEval) {
   EXPECT_TRUE(at::equal(run(true, 5), run(true, 5)));
   EXPECT_FALSE(at::equal(run(true, 5), run(true, 6)));
   EXPECT_TRUE(at::equal(run(false, 5), run(false, 6)));
+}
+
+TEST(GptModel, ParameterLayoutsAreAlignedWithNamesAndFollowMegatron) {
+  ModelConfig c = tiny_config();
+  c.swiglu = true;
+  c.untie_embeddings_and_output_weights = true;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  const GptModel model(c, parallel::single_process_context(), gen);
+  ASSERT_EQ(model.parameter_layouts().size(), model.named_parameters().size());
+  std::map<std::string, parallel::TensorParallelLayout> layouts;
+  for (std::size_t i = 0; i < model.named_parameters().size(); ++i) {
+    layouts[model.named_parameters()[i].first] = model.parameter_layouts()[i];
+  }
+  auto expect_layout = [&](const std::string& name, int dim, int stride) {
+    ASSERT_TRUE(layouts.count(name)) << name;
+    EXPECT_EQ(layouts[name].partition_dim, dim) << name;
+    EXPECT_EQ(layouts[name].partition_stride, stride) << name;
+    EXPECT_FALSE(layouts[name].sequence_parallel) << name << ": no sequence parallelism at TP size 1";
+  };
+  expect_layout("embedding.word_embeddings.weight", 0, 1);
+  expect_layout("embedding.position_embeddings.weight", -1, 1);
+  expect_layout("decoder.layers.0.input_layernorm.weight", -1, 1);
+  expect_layout("decoder.layers.0.self_attention.linear_qkv.weight", 0, 1);
+  expect_layout("decoder.layers.0.self_attention.linear_qkv.bias", 0, 1);
+  expect_layout("decoder.layers.0.self_attention.linear_proj.weight", 1, 1);
+  expect_layout("decoder.layers.0.self_attention.linear_proj.bias", -1, 1);
+  expect_layout("decoder.layers.1.mlp.linear_fc1.weight", 0, 2);
+  expect_layout("decoder.layers.1.mlp.linear_fc1.bias", 0, 2);
+  expect_layout("decoder.layers.1.mlp.linear_fc2.weight", 1, 1);
+  expect_layout("output_layer.weight", 0, 1);
+}
+
+// A later pipeline stage draws the earlier stages' weights first, so its own equal the
+// single-process model's: stage 1 of 2 holds layers 2, 3 of the whole model and the output layer.
+TEST(GptModel, LaterPipelineStageStartsFromTheSingleProcessWeights) {
+  ModelConfig c = tiny_config();
+  c.num_layers = 4;
+  c.untie_embeddings_and_output_weights = true;
+  at::Generator whole_gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const GptModel whole(c, parallel::single_process_context(), whole_gen);
+  const parallel::ParallelState stage1(parallel::ParallelConfig{2, 1, 2, 1, false}, 1);
+  parallel::ParallelContext pc = parallel::single_process_context();
+  pc.state = &stage1;
+  pc.tp = std::make_shared<parallel::ProcessGroup>("tensor-model-parallel", std::vector<int>{1}, 1);
+  at::Generator stage_gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const GptModel stage(c, pc, stage_gen);
+  std::map<std::string, at::Tensor> reference(whole.named_parameters().begin(), whole.named_parameters().end());
+  ASSERT_FALSE(stage.pre_process());
+  for (const auto& [name, t] : stage.named_parameters()) {
+    std::string whole_name = name;
+    if (name.rfind("decoder.layers.", 0) == 0) {  // stage-local layer numbers: 0, 1 -> 2, 3
+      const std::size_t dot = name.find('.', 15);
+      whole_name = "decoder.layers." + std::to_string(std::stoi(name.substr(15, dot - 15)) + 2) + name.substr(dot);
+    }
+    ASSERT_TRUE(reference.count(whole_name)) << whole_name;
+    EXPECT_TRUE(at::equal(t, reference[whole_name])) << name << " differs from " << whole_name;
+  }
+}
+
+TEST(GptModel, HiddenDropoutUsesTheModelParallelStreamUnderSequenceParallelism) {
+  at::Generator a = at::make_generator<at::CPUGeneratorImpl>(1);
+  at::Generator b = at::make_generator<at::CPUGeneratorImpl>(2);
+  const ForwardContext ctx{true, &a, &b};
+  EXPECT_EQ(ctx.hidden_gen(false), &a);
+  EXPECT_EQ(ctx.hidden_gen(true), &b);
+}
+
+// Weights are drawn on CPU in fp32 whatever the parameters' dtype: the same values, converted.
+TEST(GptModel, ParametersTakeTheRequestedDtypeWithTheSameInitialValues) {
+  const ModelConfig c = tiny_config();
+  at::Generator float_gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  at::Generator double_gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const GptModel float_model(c, parallel::single_process_context(), float_gen);
+  const GptModel double_model(c, parallel::single_process_context(), double_gen, at::TensorOptions().dtype(at::kDouble));
+  for (std::size_t i = 0; i < float_model.named_parameters().size(); ++i) {
+    const at::Tensor& t = double_model.named_parameters()[i].second;
+    EXPECT_EQ(t.scalar_type(), at::kDouble) << double_model.named_parameters()[i].first;
+    EXPECT_TRUE(t.is_leaf() && t.requires_grad());
+    EXPECT_TRUE(at::equal(t.to(at::kFloat), float_model.named_parameters()[i].second));
+  }
+  const at::Tensor tokens = at::arange(32, at::kLong).view({2, 16}) % c.padded_vocab_size;
+  const at::Tensor pos = at::arange(16, at::kLong).expand({2, 16});
+  const ForwardContext ctx{false, nullptr, nullptr};
+  const at::Tensor loss = double_model.forward(tokens, pos, at::Tensor(), tokens, ctx);
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);  // the loss is fp32 (spec 10.7)
+  const at::Tensor float_loss = float_model.forward(tokens, pos, at::Tensor(), tokens, ctx);
+  EXPECT_TRUE(at::allclose(loss, float_loss, 1e-4, 1e-5));
 }
 
 }  // namespace

@@ -258,6 +258,18 @@ TEST(Arguments, MegatronsParallelRulesWhenTheBuildSupportsThem) {
   expect_contains(problem_of(with(base(), {"--context-parallel-size", "8", "--seq-length", "24"}), all),
                   {"--seq-length should be a multiple of 2 * --context-parallel-size"});
   expect_contains(problem_of(with(base(), {"--fp16", "--bf16"}), all), {"--fp16 and --bf16 cannot be used together"});
+  // Every layout problem of one command line in one report, before any work.
+  expect_contains(problem_of(with(base(), {"--tensor-model-parallel-size", "8", "--ffn-hidden-size", "36",
+                                           "--group-query-attention", "--num-query-groups", "2", "--sequence-parallel",
+                                           "--seq-length", "36", "--max-position-embeddings", "36",
+                                           "--global-batch-size", "3", "--ddp-bucket-size", "0"}),
+                             all),
+                  {"--num-attention-heads (4) must be a multiple of --tensor-model-parallel-size (8)",
+                   "--num-query-groups (2) must be a multiple of --tensor-model-parallel-size (8)",
+                   "--ffn-hidden-size (36) must be divisible by --tensor-model-parallel-size (8)",
+                   "--seq-length (36) must be divisible by --tensor-model-parallel-size (8) with --sequence-parallel",
+                   "global batch size (3) is not divisible by micro batch size (2) times data parallel size (1)",
+                   "--ddp-bucket-size"});
   std::vector<std::string> messages;
   const Arguments bf16 = parse_arguments(with(base(), {"--bf16"}), collecting(messages, BuildSupport::everything()));
   EXPECT_EQ(bf16.precision.params_dtype, "torch.bfloat16");

@@ -1,0 +1,96 @@
+// The optimizer the trainer steps (Megatron's FP32/mixed-precision optimizer and its
+// DistributedOptimizer in one): fp32 main parameters kept apart from the model's, AdamW on them
+// with torch.optim.AdamW's update order, the model's parameters written from them afterwards.
+// It works on the flat buffers of the DataParallelBuffers: the main parameters and the Adam moments
+// are flat fp32 copies of the part of each bucket this rank owns (the whole bucket, or with
+// --use-distributed-optimizer this rank's 1/dp shard), so the optimizer state per rank shrinks by
+// the DP size with the distributed optimizer. Weight decay is off for biases and 1-D parameters.
+// Not handled: loss scaling (fp16), per-group learning rates (--decoupled-lr), other optimizers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "megatron/optim/adamw.h"
+#include "megatron/parallel/data_parallel.h"
+
+namespace megatron::optim {
+
+class Optimizer {
+ public:
+  // Copies the owned part of the model's parameters into fp32 main parameters, zero moments.
+  // `pc` is the context the buffers were made with; both must outlive the optimizer.
+  Optimizer(parallel::DataParallelBuffers& buffers, const parallel::ParallelContext& pc, const AdamWConfig& config);
+
+  // After the DP reduction (DataParallelBuffers::finish_grad_sync and the sequence-parallel TP
+  // reduction): the L2 norm of the whole model's gradient, each element counted once. Sums the
+  // squares of the gradients this rank owns (its shards with the distributed optimizer), skipping
+  // TP-replicated parameters (partition_dim -1) except on TP rank 0, over the model-parallel group
+  // (over every rank with the distributed optimizer, whose shards are disjoint). The squares are
+  // accumulated in fp64 (unlike adamw.h's clip_grad_norm: fp32 per-tensor norms), which makes the
+  // norm independent of the sharding: every DP size and bucket layout clips by the same factor.
+  // When max_norm > 0 and the norm exceeds it, scales the owned gradients by
+  // max_norm / (norm + 1e-6). Returns the norm before clipping (Megatron's "grad norm"); a
+  // non-finite norm is returned and nothing is clipped.
+  double clip_grad_norm(double max_norm);
+
+  // One AdamW update of the owned main parameters, then the model's parameters from them (and,
+  // with the distributed optimizer, the updated shards all-gathered over DP).
+  void step(double lr, double weight_decay);
+
+  // After the model's parameters were overwritten (a checkpoint loaded without optimizer state):
+  // the main parameters are copied from them again (Megatron's reload_model_params).
+  void reload_model_params();
+
+  // Checkpoint state, this rank's pieces only: for every parameter the part this rank owns of its
+  // flattened fp32 main values, exp_avg and exp_avg_sq, named "<param>/<key>/<offset>" with key
+  // "param", "exp_avg" or "exp_avg_sq" and offset the first element's index in the flattened
+  // parameter (decimal). Plain optimizer: every parameter whole at offset 0. The tensors are 1-D
+  // views of the live state (copy them before the next step if they are written asynchronously).
+  NamedTensors state() const;
+  // Resumes from the pieces of every DP rank of this model-parallel shard (any DP size, distributed
+  // or not; identical repeated pieces are ignored) and the step count: each parameter's flat state
+  // is checked to be covered exactly (errors name the parameter and the missing or overlapping
+  // elements), this rank keeps its part for the current layout, and the model's parameters are set
+  // from the main values. Collective over DP with the distributed optimizer.
+  void load_state(const NamedTensors& pieces, std::int64_t step_count);
+  std::int64_t step_count() const { return step_; }
+
+  // Elements of fp32 state on this rank: main parameters + exp_avg + exp_avg_sq (padding included).
+  std::int64_t state_numel() const { return 3 * main_.numel(); }
+  // The fp32 main parameters this rank owns, flat (the owned ranges of the buckets concatenated).
+  const at::Tensor& main_params() const { return main_; }
+
+ private:
+  // A piece of one parameter inside the owned ranges.
+  struct Segment {
+    int param = 0;
+    std::int64_t param_offset = 0;   // in the flattened parameter
+    std::int64_t buffer_offset = 0;  // in the flat buffers
+    std::int64_t main_offset = 0;    // in main_ / exp_avg_ / exp_avg_sq_
+    std::int64_t numel = 0;
+  };
+  struct Run {  // contiguous elements sharing a property
+    std::int64_t main_offset = 0;
+    std::int64_t buffer_offset = 0;
+    std::int64_t numel = 0;
+  };
+
+  void copy_main_to_model();
+
+  parallel::DataParallelBuffers* buffer_;
+  AdamWConfig config_;
+  std::vector<parallel::Range> owned_;  // per bucket, in the flat buffers
+  std::vector<std::int64_t> owned_main_offset_;
+  std::vector<Segment> segments_;
+  std::vector<Run> decay_runs_;  // elements with weight decay
+  std::vector<Run> norm_runs_;   // elements counted in the gradient norm
+  at::Tensor main_, exp_avg_, exp_avg_sq_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace megatron::optim

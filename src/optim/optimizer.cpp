@@ -1,0 +1,261 @@
+// AdamW on fp32 main parameters over the owned ranges of the DP buffers (see optimizer.h). The
+// update is element-wise, so it runs per owned range (one per bucket) rather than per parameter;
+// weight decay runs over the segments of decayed parameters first, which is the same per-element
+// order as torch.optim.AdamW (decay, moments, step).
+#include "megatron/optim/optimizer.h"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/dot.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <unordered_map>
+
+#include "megatron/core/check.h"
+
+namespace megatron::optim {
+namespace {
+
+constexpr const char* kStateKeys[] = {"param", "exp_avg", "exp_avg_sq"};
+
+// One checkpoint piece, parsed from "<param>/<key>/<offset>".
+struct Piece {
+  std::int64_t offset = 0;
+  at::Tensor data;  // 1-D
+};
+
+}  // namespace
+
+Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::ParallelContext& pc,
+                     const AdamWConfig& config)
+    : buffer_(&buffer), config_(config) {
+  MEGATRON_ASSERT(pc.dp_cp == buffer.context().dp_cp && pc.tp == buffer.context().tp,
+                  "the optimizer's parallel context is not the one of its data-parallel buffers");
+  const parallel::BufferLayout& layout = buffer.layout();
+  const auto& params = buffer.params();
+  const auto& layouts = buffer.layouts();
+  const int tp_rank = buffer.context().tp->rank();
+  std::int64_t main_numel = 0;
+  auto extend = [](std::vector<Run>& runs, const Run& r) {
+    if (!runs.empty() && runs.back().main_offset + runs.back().numel == r.main_offset &&
+        runs.back().buffer_offset + runs.back().numel == r.buffer_offset) {
+      runs.back().numel += r.numel;
+    } else {
+      runs.push_back(r);
+    }
+  };
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const parallel::Range owned = buffer.owned_range(static_cast<int>(b));
+    owned_.push_back(owned);
+    owned_main_offset_.push_back(main_numel);
+    std::vector<Segment> in_bucket;
+    for (int p : layout.buckets[b].params) {
+      const parallel::Range r = layout.params[static_cast<std::size_t>(p)];
+      const std::int64_t begin = std::max(r.begin, owned.begin), end = std::min(r.end, owned.end);
+      if (begin >= end) continue;
+      in_bucket.push_back({p, begin - r.begin, begin, main_numel + (begin - owned.begin), end - begin});
+    }
+    std::sort(in_bucket.begin(), in_bucket.end(),
+              [](const Segment& a, const Segment& c) { return a.buffer_offset < c.buffer_offset; });
+    for (const Segment& s : in_bucket) {
+      const auto& [name, tensor] = params[static_cast<std::size_t>(s.param)];
+      const Run run{s.main_offset, s.buffer_offset, s.numel};
+      if (AdamW::decays(name, tensor)) extend(decay_runs_, run);
+      if (layouts[static_cast<std::size_t>(s.param)].sharded() || tp_rank == 0) extend(norm_runs_, run);
+      segments_.push_back(s);
+    }
+    main_numel += owned.numel();
+  }
+  const at::TensorOptions fp32 = buffer.grad_data().options();
+  main_ = at::empty({main_numel}, fp32);
+  exp_avg_ = at::zeros({main_numel}, fp32);
+  exp_avg_sq_ = at::zeros({main_numel}, fp32);
+  reload_model_params();
+}
+
+void Optimizer::reload_model_params() {
+  at::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    main_.narrow(0, owned_main_offset_[b], owned_[b].numel())
+        .copy_(buffer_->param_data().narrow(0, owned_[b].begin, owned_[b].numel()));
+  }
+}
+
+void Optimizer::copy_main_to_model() {
+  at::NoGradGuard no_grad;
+  at::Tensor param_data = buffer_->param_data();
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    param_data.narrow(0, owned_[b].begin, owned_[b].numel())
+        .copy_(main_.narrow(0, owned_main_offset_[b], owned_[b].numel()));
+  }
+  buffer_->all_gather_params();
+}
+
+double Optimizer::clip_grad_norm(double max_norm) {
+  at::NoGradGuard no_grad;
+  const at::Tensor& grads = buffer_->grad_data();
+  // Squares summed in fp64 (each fp32 square is exact there), so the norm does not depend on how
+  // the gradients are cut into shards and runs; chunks bound the fp64 temporaries.
+  constexpr std::int64_t kChunk = std::int64_t{1} << 22;
+  std::vector<at::Tensor> sums;
+  for (const Run& r : norm_runs_) {
+    for (std::int64_t begin = 0; begin < r.numel; begin += kChunk) {
+      const at::Tensor chunk =
+          grads.narrow(0, r.buffer_offset + begin, std::min(kChunk, r.numel - begin)).to(at::kDouble);
+      sums.push_back(at::dot(chunk, chunk));
+    }
+  }
+  at::Tensor sum_sq =
+      sums.empty() ? at::zeros({1}, grads.options().dtype(at::kDouble)) : at::stack(sums).sum().reshape({1});
+  const parallel::ParallelContext& pc = buffer_->context();
+  const parallel::ProcessGroup& group = buffer_->config().use_distributed_optimizer ? *pc.world : *pc.mp;
+  if (group.size() > 1) pc.comm->all_reduce(sum_sq, parallel::ReduceOp::kSum, group).wait();
+  const double norm = std::sqrt(sum_sq.item<double>());
+  if (max_norm > 0.0 && std::isfinite(norm)) {
+    const double coeff = max_norm / (norm + 1e-6);
+    if (coeff < 1.0) {
+      for (const auto& owned : owned_) buffer_->grad_data().narrow(0, owned.begin, owned.numel()).mul_(coeff);
+    }
+  }
+  return norm;
+}
+
+void Optimizer::step(double lr, double weight_decay) {
+  at::NoGradGuard no_grad;
+  ++step_;
+  const double bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
+  const double bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  if (weight_decay != 0.0) {
+    for (const Run& r : decay_runs_) main_.narrow(0, r.main_offset, r.numel).mul_(1.0 - lr * weight_decay);
+  }
+  const at::Tensor& grads = buffer_->grad_data();
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    const std::int64_t n = owned_[b].numel();
+    if (n == 0) continue;
+    const at::Tensor g = grads.narrow(0, owned_[b].begin, n);
+    at::Tensor p = main_.narrow(0, owned_main_offset_[b], n);
+    at::Tensor m = exp_avg_.narrow(0, owned_main_offset_[b], n);
+    at::Tensor v = exp_avg_sq_.narrow(0, owned_main_offset_[b], n);
+    m.lerp_(g, 1.0 - config_.beta1);
+    v.mul_(config_.beta2).addcmul_(g, g, 1.0 - config_.beta2);
+    const at::Tensor denom = (v.sqrt() / bias_correction2_sqrt).add_(config_.eps);
+    p.addcdiv_(m, denom, -step_size);
+  }
+  copy_main_to_model();
+}
+
+NamedTensors Optimizer::state() const {
+  NamedTensors out;
+  const auto& params = buffer_->params();
+  const at::Tensor* tensors[] = {&main_, &exp_avg_, &exp_avg_sq_};
+  for (const Segment& s : segments_) {
+    for (int k = 0; k < 3; ++k) {
+      out.emplace_back(
+          str_cat(params[static_cast<std::size_t>(s.param)].first, "/", kStateKeys[k], "/", s.param_offset),
+          tensors[k]->narrow(0, s.main_offset, s.numel));
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) {
+  const auto& params = buffer_->params();
+  std::unordered_map<std::string, int> index;
+  for (std::size_t i = 0; i < params.size(); ++i) index.emplace(params[i].first, static_cast<int>(i));
+  // by_param[param][key] = pieces sorted by offset
+  std::vector<std::array<std::vector<Piece>, 3>> by_param(params.size());
+  std::vector<std::string> errors;
+  for (const auto& [name, data] : pieces) {
+    const auto last = name.rfind('/');
+    const auto mid = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('/', last - 1);
+    std::int64_t offset = -1;
+    if (mid != std::string::npos) {
+      const char* first = name.data() + last + 1;
+      const char* end = name.data() + name.size();
+      const auto [ptr, ec] = std::from_chars(first, end, offset);
+      if (ec != std::errc() || ptr != end || first == end) offset = -1;
+    }
+    if (offset < 0) {
+      errors.push_back(str_cat("optimizer state entry '", name, "' is not named <param>/<key>/<offset>"));
+      continue;
+    }
+    const std::string param = name.substr(0, mid), key = name.substr(mid + 1, last - mid - 1);
+    const auto it = index.find(param);
+    const auto* k = std::find(std::begin(kStateKeys), std::end(kStateKeys), key);
+    if (it == index.end() || k == std::end(kStateKeys)) {
+      errors.push_back(str_cat("optimizer state entry '", name, "' names ",
+                               it == index.end() ? "no parameter of this model" : "an unknown state key",
+                               " (keys: param, exp_avg, exp_avg_sq); was the checkpoint saved with another model?"));
+      continue;
+    }
+    const std::int64_t numel = params[static_cast<std::size_t>(it->second)].second.numel();
+    if (data.dim() != 1 || offset + data.numel() > numel) {
+      errors.push_back(str_cat("optimizer state entry '", name, "' has shape ", data.sizes(), " at offset ", offset,
+                               ", but ", param, " has ", numel, " elements"));
+      continue;
+    }
+    by_param[static_cast<std::size_t>(it->second)][static_cast<std::size_t>(k - std::begin(kStateKeys))].push_back(
+        {offset, data});
+  }
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const std::int64_t numel = params[p].second.numel();
+    for (std::size_t k = 0; k < 3; ++k) {
+      auto& list = by_param[p][k];
+      std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) {
+        return a.offset != b.offset ? a.offset < b.offset : a.data.numel() < b.data.numel();
+      });
+      // Plain-optimizer checkpoints list the same whole piece once per DP rank.
+      list.erase(std::unique(list.begin(), list.end(),
+                             [](const Piece& a, const Piece& b) {
+                               return a.offset == b.offset && a.data.numel() == b.data.numel();
+                             }),
+                 list.end());
+      std::int64_t covered = 0;
+      for (const Piece& piece : list) {
+        const std::int64_t end = piece.offset + piece.data.numel();
+        if (piece.offset > covered) {
+          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [",
+                                   covered, ", ", piece.offset, ") are missing"));
+        } else if (piece.offset < covered) {
+          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [",
+                                   piece.offset, ", ", std::min(covered, end), ") are in two pieces"));
+        }
+        covered = std::max(covered, end);
+      }
+      if (covered < numel) {
+        errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [", covered,
+                                 ", ", numel, ") are missing (pieces from every data-parallel rank needed)"));
+      }
+    }
+  }
+  if (!errors.empty()) {
+    std::string message = "cannot load the optimizer state:";
+    for (const auto& e : errors) message += "\n  " + e;
+    MEGATRON_FAIL(message);
+  }
+  at::NoGradGuard no_grad;
+  at::Tensor* tensors[] = {&main_, &exp_avg_, &exp_avg_sq_};
+  for (const Segment& s : segments_) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      at::Tensor dst = tensors[k]->narrow(0, s.main_offset, s.numel);
+      for (const Piece& piece : by_param[static_cast<std::size_t>(s.param)][k]) {
+        const std::int64_t begin = std::max(piece.offset, s.param_offset);
+        const std::int64_t end = std::min(piece.offset + piece.data.numel(), s.param_offset + s.numel);
+        if (begin >= end) continue;
+        dst.narrow(0, begin - s.param_offset, end - begin)
+            .copy_(piece.data.narrow(0, begin - piece.offset, end - begin));
+      }
+    }
+  }
+  step_ = step_count;
+  copy_main_to_model();
+}
+
+}  // namespace megatron::optim

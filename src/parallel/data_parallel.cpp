@@ -1,0 +1,313 @@
+// The param-and-grad buffer and its bucketed DP reduction (see data_parallel.h). Gradients land in
+// the buffer because each parameter's .grad is a view into it: autograd's AccumulateGrad adds a
+// new gradient in place into an existing .grad when grad mode is off during backward (no
+// create_graph), which is how backward runs here. The overlap hooks sit on the parameters' grad
+// accumulators (AccumulateGrad nodes), kept alive by this object so that every forward reuses
+// them; they fire after the gradient has been added.
+#include "megatron/parallel/data_parallel.h"
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_set>
+
+#include "megatron/core/check.h"
+
+namespace megatron::parallel {
+namespace {
+
+constexpr std::int64_t kParamAlignment = 64;  // Megatron's pad_param_start
+constexpr std::int64_t kBucketAlignment = 128;
+
+std::int64_t round_up(std::int64_t value, std::int64_t divisor) { return (value + divisor - 1) / divisor * divisor; }
+
+}  // namespace
+
+// Per-iteration state of the reduction, shared (weakly) with the backward hooks.
+struct DataParallelBuffers::Core {
+  struct Bucket {
+    bool started = false;
+    int ready_params = 0;  // parameters whose gradient arrived as often as in the first iteration
+    int needed_params = 0;
+    at::Tensor grad;       // the bucket's view of the grad buffer, alive while the reduction runs
+    at::Tensor scattered;  // reduce-scatter output (this rank's shard), copied in at the end
+    Work work;
+  };
+
+  DataParallelBuffers* owner = nullptr;
+  bool is_last_microbatch = true;
+  bool learned_counts = false;    // the first iteration with overlap has been seen
+  std::vector<int> ready_count;   // per parameter: accumulations in the last micro-batch's backward
+  std::vector<int> golden_count;  // the same, learned in the first iteration
+  std::vector<Bucket> buckets;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+
+  void grad_ready(int param);
+  void reset();
+
+  // Runs after AccumulateGrad added a parameter's gradient into the buffer.
+  class ReadyHook final : public torch::autograd::FunctionPostHook {
+   public:
+    ReadyHook(std::weak_ptr<Core> core, int param) : core_(std::move(core)), param_(param) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list& /*inputs*/) override {
+      if (auto core = core_.lock()) core->grad_ready(param_);
+      return outputs;
+    }
+
+   private:
+    std::weak_ptr<Core> core_;
+    int param_;
+  };
+};
+
+void DataParallelBuffers::Core::grad_ready(int param) {
+  if (!is_last_microbatch) return;
+  const int count = ++ready_count[param];
+  if (!learned_counts) return;  // the first iteration launches everything in finish_grad_sync
+  const int bucket = owner->layout_.param_bucket[param];
+  MEGATRON_CHECK(count <= golden_count[param], "the gradient of ", owner->params_[param].first, " was accumulated ",
+                 count, " times in this iteration's last micro-batch but ", golden_count[param],
+                 " times in the first iteration's, so the data-parallel reduction of its bucket may already have "
+                 "started; call set_last_microbatch(false) before every micro-batch but the last (parameters used "
+                 "in some iterations only cannot use --overlap-grad-reduce)");
+  if (count == golden_count[param] && ++buckets[bucket].ready_params == buckets[bucket].needed_params) {
+    owner->start_bucket(bucket);
+  }
+}
+
+void DataParallelBuffers::Core::reset() {
+  for (auto& b : buckets) {
+    if (b.work.pending()) b.work.wait();
+    b.started = false;
+    b.ready_params = 0;
+    b.grad = at::Tensor();
+    b.scattered = at::Tensor();
+  }
+  std::fill(ready_count.begin(), ready_count.end(), 0);
+}
+
+std::optional<std::int64_t> effective_bucket_size(const DataParallelConfig& config, int dp_size, int pp_rank) {
+  if (!config.overlap_grad_reduce || config.disable_bucketing || pp_rank > 0) return std::nullopt;
+  if (config.bucket_size) {
+    MEGATRON_CHECK(*config.bucket_size > 0, "--ddp-bucket-size must be positive, got ", *config.bucket_size);
+    return config.bucket_size;
+  }
+  return std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * dp_size);
+}
+
+BufferLayout make_buffer_layout(const std::vector<std::int64_t>& numels, std::optional<std::int64_t> bucket_size,
+                                int dp_size, bool pad_for_dp) {
+  MEGATRON_ASSERT(dp_size >= 1);
+  BufferLayout out;
+  const int n = static_cast<int>(numels.size());
+  out.params.resize(numels.size());
+  out.param_bucket.resize(numels.size());
+  const std::int64_t bucket_divisor = std::lcm(std::int64_t{dp_size}, kBucketAlignment);
+  std::int64_t param_start = 0, param_end = 0, bucket_start = 0;
+  std::vector<int> bucket_params;
+  auto close_bucket = [&] {
+    BufferLayout::Bucket b;
+    b.range = {bucket_start, pad_for_dp ? round_up(param_end, bucket_divisor) : param_end};
+    b.numel_unpadded = param_end - bucket_start;
+    b.params = std::move(bucket_params);
+    bucket_params.clear();
+    out.buckets.push_back(std::move(b));
+    bucket_start = out.buckets.back().range.end;
+  };
+  for (int i = n - 1; i >= 0; --i) {
+    if (pad_for_dp) param_start = round_up(param_start, kParamAlignment);
+    param_end = param_start + numels[static_cast<std::size_t>(i)];
+    out.params[static_cast<std::size_t>(i)] = {param_start, param_end};
+    out.param_bucket[static_cast<std::size_t>(i)] = static_cast<int>(out.buckets.size());
+    bucket_params.push_back(i);
+    if (bucket_size && param_end - bucket_start >= *bucket_size) {
+      close_bucket();
+      param_start = bucket_start;
+    } else {
+      param_start = param_end;
+    }
+  }
+  if (!bucket_params.empty()) close_bucket();
+  out.numel = bucket_start;
+  return out;
+}
+
+DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector<TensorParallelLayout> layouts,
+                                         const ParallelContext& pc, const DataParallelConfig& config)
+    : params_(params), layouts_(std::move(layouts)), pc_(&pc), config_(config), core_(std::make_shared<Core>()) {
+  MEGATRON_ASSERT(params_.size() == layouts_.size(), params_.size(), " parameters but ", layouts_.size(), " layouts");
+  MEGATRON_ASSERT(pc.state && pc.comm && pc.dp && pc.dp_cp && pc.tp, "incomplete parallel context");
+  MEGATRON_CHECK(!params_.empty(), "the data-parallel buffer needs at least one parameter");
+  std::vector<std::int64_t> numels;
+  std::unordered_set<const void*> seen;
+  const at::Tensor& first = params_.front().second;
+  for (const auto& [name, p] : params_) {
+    MEGATRON_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), "parameter ", name,
+                   " must be a defined leaf tensor that requires grad");
+    MEGATRON_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(), "parameter ", name, " is ",
+                   p.scalar_type(), " on ", p.device(), " but ", params_.front().first, " is ", first.scalar_type(),
+                   " on ", first.device(), "; one buffer holds one dtype on one device");
+    MEGATRON_CHECK(seen.insert(p.unsafeGetTensorImpl()).second, "parameter ", name, " is listed twice");
+    numels.push_back(p.numel());
+  }
+  layout_ = make_buffer_layout(numels, effective_bucket_size(config_, pc.dp->size(), pc.state->pp_rank()),
+                               pc.dp_cp->size(), config_.use_distributed_optimizer);
+  param_data_ = at::zeros({layout_.numel}, first.options().requires_grad(false));
+  grad_data_ = at::zeros({layout_.numel}, first.options().dtype(at::kFloat).requires_grad(false));
+  {
+    at::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor p = params_[i].second;
+      const Range r = layout_.params[i];
+      at::Tensor view = param_data_.narrow(0, r.begin, r.numel()).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);
+    }
+  }
+  core_->owner = this;
+  core_->ready_count.assign(params_.size(), 0);
+  core_->buckets.resize(layout_.buckets.size());
+  zero_grad();
+  if (config_.overlap_grad_reduce) register_hooks();
+}
+
+DataParallelBuffers::~DataParallelBuffers() {
+  try {
+    core_->reset();
+  } catch (...) {  // a failed reduction already reported itself; nothing to add while unwinding
+  }
+}
+
+void DataParallelBuffers::register_hooks() {
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].second);
+    MEGATRON_ASSERT(accumulator, "no gradient accumulator for ", params_[i].first);
+    accumulator->add_post_hook(std::make_unique<Core::ReadyHook>(core_, static_cast<int>(i)));
+    core_->accumulators.push_back(std::move(accumulator));
+  }
+}
+
+int DataParallelBuffers::shard_count() const { return pc_->dp_cp->size(); }
+int DataParallelBuffers::shard_rank() const { return pc_->dp_cp->rank(); }
+
+Range DataParallelBuffers::owned_range(int bucket) const {
+  const Range r = layout_.buckets.at(static_cast<std::size_t>(bucket)).range;
+  if (!config_.use_distributed_optimizer) return r;
+  const std::int64_t shard = r.numel() / shard_count();
+  return {r.begin + shard * shard_rank(), r.begin + shard * (shard_rank() + 1)};
+}
+
+void DataParallelBuffers::zero_grad() {
+  core_->reset();
+  grad_data_.zero_();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& grad = params_[i].second.mutable_grad();
+    const Range r = layout_.params[i];
+    const void* want = static_cast<const char*>(grad_data_.data_ptr()) + r.begin * grad_data_.element_size();
+    if (!grad.defined() || grad.data_ptr() != want || grad.sizes() != params_[i].second.sizes()) {
+      grad = grad_data_.narrow(0, r.begin, r.numel()).view(params_[i].second.sizes());
+    }
+  }
+}
+
+void DataParallelBuffers::set_last_microbatch(bool last) { core_->is_last_microbatch = last; }
+
+int DataParallelBuffers::started_buckets() const {
+  return static_cast<int>(
+      std::count_if(core_->buckets.begin(), core_->buckets.end(), [](const Core::Bucket& b) { return b.started; }));
+}
+
+void DataParallelBuffers::start_bucket(int bucket) {
+  Core::Bucket& b = core_->buckets[static_cast<std::size_t>(bucket)];
+  MEGATRON_ASSERT(!b.started, "bucket ", bucket, " started twice");
+  b.started = true;
+  const int n = shard_count();
+  if (n == 1) return;
+  at::NoGradGuard no_grad;
+  const Range r = layout_.buckets[static_cast<std::size_t>(bucket)].range;
+  b.grad = grad_data_.narrow(0, r.begin, r.numel());
+  b.grad.mul_(1.0 / n);  // Megatron's gradient_scaling_factor: the sum below is then the average
+  if (config_.use_distributed_optimizer) {
+    b.scattered = at::empty({r.numel() / n}, grad_data_.options());
+    b.work = pc_->comm->reduce_scatter(b.scattered, b.grad, *pc_->dp_cp);
+  } else {
+    b.work = pc_->comm->all_reduce(b.grad, ReduceOp::kSum, *pc_->dp_cp);
+  }
+}
+
+void DataParallelBuffers::finish_grad_sync() {
+  Core& core = *core_;
+  if (config_.overlap_grad_reduce && !core.learned_counts &&
+      std::any_of(core.ready_count.begin(), core.ready_count.end(), [](int c) { return c > 0; })) {
+    core.golden_count = core.ready_count;
+    core.learned_counts = true;
+    for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
+      int needed = 0;
+      for (int p : layout_.buckets[b].params) needed += core.golden_count[static_cast<std::size_t>(p)] > 0;
+      core.buckets[b].needed_params = needed;
+    }
+  }
+  for (std::size_t b = 0; b < core.buckets.size(); ++b) {
+    if (!core.buckets[b].started) start_bucket(static_cast<int>(b));
+  }
+  at::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < core.buckets.size(); ++b) {
+    Core::Bucket& bucket = core.buckets[b];
+    bucket.work.wait();
+    if (bucket.scattered.defined()) {
+      const Range owned = owned_range(static_cast<int>(b));
+      grad_data_.narrow(0, owned.begin, owned.numel()).copy_(bucket.scattered);
+    }
+  }
+  core.reset();
+}
+
+void DataParallelBuffers::all_gather_params() {
+  const int n = shard_count();
+  if (!config_.use_distributed_optimizer || n == 1) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> shards, outputs;
+  std::vector<Work> works;
+  for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const Range r = layout_.buckets[b].range;
+    const Range owned = owned_range(static_cast<int>(b));
+    shards.push_back(param_data_.narrow(0, owned.begin, owned.numel()).clone());
+    outputs.push_back(param_data_.narrow(0, r.begin, r.numel()));
+    works.push_back(pc_->comm->all_gather(outputs.back(), shards.back(), *pc_->dp_cp));
+  }
+  for (auto& w : works) w.wait();
+}
+
+void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
+                                       const ParallelContext& pc) {
+  MEGATRON_ASSERT(params.size() == layouts.size());
+  if (pc.tp->size() == 1) return;
+  std::vector<at::Tensor> grads;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!layouts[i].sequence_parallel) continue;
+    const at::Tensor& g = params[i].second.grad();
+    MEGATRON_CHECK(g.defined(), "sequence-parallel parameter ", params[i].first, " has no gradient");
+    grads.push_back(g);
+  }
+  if (grads.empty()) return;
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat_parts;
+  for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  pc.comm->all_reduce(flat, ReduceOp::kSum, *pc.tp).wait();
+  std::int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view(g.sizes()));
+    offset += g.numel();
+  }
+}
+
+}  // namespace megatron::parallel

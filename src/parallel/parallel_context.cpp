@@ -1,0 +1,45 @@
+// ParallelContext::create (see parallel_context.h): one communicator group per kind, made on every
+// rank in Megatron's creation order (parallel_state.initialize_model_parallel) from the same
+// RankGenerator lists that ParallelState uses, so the groups and the state always agree.
+#include "megatron/parallel/parallel_context.h"
+
+#include <algorithm>
+
+#include "megatron/core/check.h"
+
+namespace megatron::parallel {
+
+ParallelContext ParallelContext::create(const ParallelState& state, Communicator& comm) {
+  MEGATRON_CHECK(comm.world_size() == state.world_size() && comm.rank() == state.rank(), "the launcher started ",
+                 comm.world_size(), " ranks (this is rank ", comm.rank(), ") but the parallel layout is for ",
+                 state.world_size(), " ranks (rank ", state.rank(), ")");
+  const ParallelConfig& c = state.config();
+  const RankGenerator gen(c.tp, 1, c.dp(), c.pp, c.cp, c.order());
+  ParallelContext pc;
+  pc.state = &state;
+  pc.comm = &comm;
+  pc.world = comm.world();
+  pc.dp_cp = comm.new_group("data-parallel (with context-parallel)", gen.groups("dp-cp"));
+  pc.dp = comm.new_group("data-parallel", gen.groups("dp"));
+  pc.mp = comm.new_group("model-parallel", gen.groups("tp-pp"));
+  pc.tp = comm.new_group("tensor-model-parallel", gen.groups("tp"));
+  const RankGroups pp_groups = gen.groups("pp");
+  pc.pp = comm.new_group("pipeline-model-parallel", pp_groups);
+  RankGroups embedding;
+  for (const auto& group : pp_groups) {
+    embedding.push_back({group.front()});
+    if (group.size() > 1) embedding.back().push_back(group.back());
+  }
+  // Ranks of no embedding group (middle stages) each get a group of their own, so that the groups
+  // cover the world as new_group requires; they never use it.
+  for (const auto& group : pp_groups) {
+    for (std::size_t i = 1; i + 1 < group.size(); ++i) embedding.push_back({group[i]});
+  }
+  pc.embedding = comm.new_group("embedding", embedding);
+  MEGATRON_ASSERT(pc.tp->ranks() == state.tp_group() && pc.dp->ranks() == state.dp_group() &&
+                      pc.pp->ranks() == state.pp_group() && pc.mp->ranks() == state.model_parallel_group(),
+                  "communicator groups disagree with ParallelState");
+  return pc;
+}
+
+}  // namespace megatron::parallel

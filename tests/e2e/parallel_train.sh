@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Tensor, sequence and data parallelism end to end (issue 9, item 8): megatron_train under
+# mpirun at TP2, TP2+SP, TP4+SP, DP2, DP4 and TP2xDP2+SP, with and without the distributed
+# optimizer and overlapped gradient reduction, gives every iteration's lm loss within 1e-5
+# (relative) of the single-process run with the same global batch; a TP2xDP2 run with the
+# distributed optimizer resumes exactly, and resumes at another DP size; another TP size is
+# refused naming both layouts; an error on one rank is printed with its rank and ends the job;
+# a rank killed with SIGKILL ends the job with a message naming it.
+# Called with lib.sh's six arguments (megatron_train's path last), then MPIEXEC.
+set -uo pipefail
+MPIEXEC=${7:?"usage: $0 <lib.sh's six arguments> MPIEXEC"}
+set -- "${@:1:6}"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+# Open MPI as root, oversubscribed (up to 4 ranks on 2 cores) without busy-waiting.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+mpi() {  # mpi NP ARGS...: megatron_train on NP ranks
+  local np=$1
+  shift
+  "$MPIEXEC" -n "$np" --oversubscribe --bind-to none "$TRAIN" "$@"
+}
+
+ITERS=20
+# A small GPT on the golden dataset, no dropout (dropout masks differ between layouts by design).
+# The vocabulary is padded to a multiple of 512 in every layout (--make-vocab-size-divisible-by
+# is multiplied by TP), so every layout has the same 50688-row embedding.
+base() {  # base TP: the common flags for tensor-parallel size TP
+  echo --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+    --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 1e-4 \
+    --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 \
+    --attention-dropout 0 --hidden-dropout 0 --data-path "$GOLDEN" --data-cache-path "$WORK/cache" \
+    --vocab-file "$VOCAB" --merge-file "$MERGES" --tokenizer-type GPT2BPETokenizer --log-interval 1 \
+    --eval-interval 1000 --eval-iters 1 --make-vocab-size-divisible-by $((512 / $1)) --train-iters $ITERS \
+    --tensor-model-parallel-size "$1"
+}
+
+# losses FILE: "iteration loss" per iteration line of FILE.
+losses() {
+  sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* lm loss: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"
+}
+
+# compare_losses REF FILE WHAT [FIRST]: every iteration of FILE (from FIRST on) within 1e-5
+# relative of REF's.
+compare_losses() {
+  local first=${4:-1}
+  losses "$1" >"$WORK/ref.txt"
+  losses "$2" >"$WORK/got.txt"
+  awk -v first="$first" -v what="$3" -v last="$ITERS" '
+    NR == FNR { ref[$1] = $2; next }
+    { got[$1] = $2 }
+    END {
+      n = 0; worst = 0
+      for (i = first; i <= last; i++) {
+        if (!(i in ref) || !(i in got)) { printf "FAIL: %s: iteration %d missing\n", what, i > "/dev/stderr"; exit 1 }
+        d = ref[i] - got[i]; if (d < 0) d = -d; rel = d / ref[i]
+        if (rel > worst) worst = rel
+        if (rel > 1e-5) { printf "FAIL: %s: iteration %d lm loss %s, single process %s (relative %.2e)\n", what, i, got[i], ref[i], rel > "/dev/stderr"; exit 1 }
+        n++
+      }
+      printf "   ok: %s: %d iterations within 1e-5 of the single-process run (worst %.1e)\n", what, n, worst
+    }' "$WORK/ref.txt" "$WORK/got.txt" || { show "$2" "$3 output"; exit 1; }
+}
+
+step "single-process reference run"
+# shellcheck disable=SC2046
+assert_succeeds "$TRAIN" $(base 1)
+cp "$WORK/out.txt" "$WORK/ref1.txt"
+[[ $(losses "$WORK/ref1.txt" | wc -l) -eq $ITERS ]] || { show "$WORK/ref1.txt" stdout; fail "expected $ITERS iteration lines"; }
+ok "$ITERS iterations"
+
+run_layout() {  # run_layout NAME NP TP EXTRA...: trains and compares with the reference
+  local name=$1 np=$2 tp=$3
+  shift 3
+  step "$name: mpirun -n $np, TP $tp $*"
+  # shellcheck disable=SC2046
+  assert_succeeds mpi "$np" $(base "$tp") "$@"
+  cp "$WORK/out.txt" "$WORK/$name.txt"
+  compare_losses "$WORK/ref1.txt" "$WORK/$name.txt" "$name"
+}
+
+run_layout tp2 2 2
+assert_line "$WORK/tp2.txt" "using world size: 2, data-parallel size: 1, context-parallel size: 1, hierarchical context-parallel sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 1"
+[[ $(grep -c ' iteration *1/' "$WORK/tp2.txt") -eq 1 ]] || fail "tp2: the iteration line must come from one rank only"
+run_layout tp2_sp 2 2 --sequence-parallel
+run_layout tp4_sp 4 4 --sequence-parallel
+run_layout dp2 2 1
+run_layout dp4_distopt_overlap 4 1 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000
+run_layout tp2_dp2_sp 4 2 --sequence-parallel
+run_layout tp2_dp2_sp_distopt_overlap 4 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce \
+  --ddp-bucket-size 20000
+
+step "resume at TP2 x DP2 with the distributed optimizer equals the uninterrupted run"
+ckpt="$WORK/ckpt"
+RESUME=(--sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000)
+# shellcheck disable=SC2046
+assert_succeeds mpi 4 $(base 2) "${RESUME[@]}" --save "$ckpt" --save-interval 10 --exit-interval 10
+for f in mp_rank_00/model.safetensors mp_rank_01/model.safetensors mp_rank_00/distrib_optim.dp_rank_000.safetensors \
+  mp_rank_00/distrib_optim.dp_rank_001.safetensors mp_rank_01/distrib_optim.dp_rank_001.safetensors mp_rank_01/meta.json; do
+  [[ -s $ckpt/iter_0000010/$f ]] || { ls -R "$ckpt" >&2; fail "iter_0000010/$f missing"; }
+done
+assert_eq 10 "$(cat "$ckpt/latest_checkpointed_iteration.txt")" "tracker"
+# shellcheck disable=SC2046
+assert_succeeds mpi 4 $(base 2) "${RESUME[@]}" --load "$ckpt"
+losses "$WORK/out.txt" >"$WORK/resumed.txt"
+losses "$WORK/tp2_dp2_sp_distopt_overlap.txt" | awk '$1 > 10' >"$WORK/straight.txt"
+cmp -s "$WORK/resumed.txt" "$WORK/straight.txt" ||
+  { diff "$WORK/straight.txt" "$WORK/resumed.txt" >&2; fail "the resumed run's losses differ from the uninterrupted run's"; }
+ok "iterations 11-$ITERS identical to the uninterrupted run"
+
+step "the same checkpoint resumes at TP2 x DP1 (the optimizer shards re-split)"
+# shellcheck disable=SC2046
+assert_succeeds mpi 2 $(base 2) "${RESUME[@]}" --load "$ckpt"
+compare_losses "$WORK/tp2_dp2_sp_distopt_overlap.txt" "$WORK/out.txt" "resumed at DP1" 11
+
+step "another TP size is refused naming both layouts"
+# shellcheck disable=SC2046
+assert_fails_with "was saved with tensor-model-parallel size 2 x pipeline-model-parallel size 1; this run uses 1 x 1" \
+  "$TRAIN" $(base 1) --load "$ckpt"
+
+step "an error on one rank is printed with its rank and ends every rank"
+cp -r "$ckpt" "$WORK/broken"
+printf 'x' | dd of="$WORK/broken/iter_0000010/mp_rank_01/model.safetensors" bs=1 seek=200 conv=notrunc status=none
+# shellcheck disable=SC2046
+assert_fails_with "[rank 1] checkpoint file $WORK/broken/iter_0000010/mp_rank_01/model.safetensors fails its CRC-32 check" \
+  timeout 60 "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$TRAIN" $(base 2) --load "$WORK/broken"
+[[ $RC -ne 124 ]] || fail "the job did not end within 60 s"
+
+step "a rank killed with SIGKILL ends the job, naming it"
+# shellcheck disable=SC2046
+mpi 2 $(base 1) --train-iters 100000 >"$WORK/kill_out.txt" 2>"$WORK/kill_err.txt" &
+job=$!
+for _ in $(seq 600); do
+  grep -q ' iteration *3/' "$WORK/kill_out.txt" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q ' iteration *3/' "$WORK/kill_out.txt" || { kill -9 $job; show "$WORK/kill_err.txt" stderr; fail "training did not start"; }
+victim=""
+for pid in $(pgrep -f -- "$WORK/cache"); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
+done
+[[ -n $victim ]] || { kill -9 $job; fail "could not find rank 1's process"; }
+start=$SECONDS
+kill -9 "$victim"
+rc=0
+wait $job || rc=$?
+elapsed=$((SECONDS - start))
+[[ $rc -ne 0 ]] || fail "the job exited 0 after a rank was killed"
+[[ $elapsed -le 60 ]] || fail "the job took $elapsed s to end after a rank was killed"
+grep -qE "rank 1 .*(signal 9|Killed)" "$WORK/kill_err.txt" "$WORK/kill_out.txt" ||
+  { show "$WORK/kill_err.txt" stderr; fail "no message names the killed rank 1"; }
+ok "exit $rc after ${elapsed} s; $(grep -hE 'rank 1 .*(signal 9|Killed)' "$WORK/kill_err.txt" "$WORK/kill_out.txt" | head -1)"
+
+echo "PASS"

@@ -4,12 +4,14 @@
 // LibTorch error without its stack trace unless MEGATRON_BACKTRACE=1). With more than one rank,
 // command-line errors (the same on every rank) are printed by rank 0 only; an error during the
 // run is printed by the rank that met it, prefixed "[rank N]", and ends every rank of the job.
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "megatron/core/allocator.h"
 #include "megatron/core/check.h"
@@ -47,9 +49,28 @@ void with_one_line_torch_errors(Body&& body) {
   }
 }
 
+// Ranks on one node share its cores: each gets an equal part for its intra-op threads, unless
+// OMP_NUM_THREADS says otherwise (as under torchrun). The node's rank count comes from the launcher.
+void share_cores_among_local_ranks() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp != nullptr && *omp != '\0') return;
+  int local_size = 1;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::atoi(value) > 0) {
+      local_size = std::atoi(value);
+      break;
+    }
+  }
+  if (local_size <= 1) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / local_size));
+}
+
 int train(const std::vector<std::string>& args) {
   megatron::install_temp_file_cleanup();
   std::unique_ptr<megatron::parallel::Communicator> comm = megatron::parallel::make_communicator();
+  if (comm->world_size() > 1) share_cores_among_local_ranks();
   const bool many = comm->world_size() > 1;
   megatron::train::ParseOptions options;
   options.world_size = comm->world_size();
@@ -72,7 +93,10 @@ int train(const std::vector<std::string>& args) {
     with_one_line_torch_errors([&] { megatron::train::run_training(parsed, *comm, messages, std::cout); });
   } catch (const std::exception& e) {
     if (!many) throw;
-    megatron::print_tool_error("megatron_train", "[rank " + std::to_string(comm->rank()) + "] " + e.what());
+    // Communicator errors name their rank already.
+    const std::string prefix = "[rank " + std::to_string(comm->rank()) + "] ";
+    const std::string what = e.what();
+    megatron::print_tool_error("megatron_train", what.starts_with(prefix) ? what : prefix + what);
     comm->abort(1);  // the other ranks may be waiting for this one in a collective
   }
   return 0;

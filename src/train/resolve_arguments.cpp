@@ -63,6 +63,9 @@ void Resolver::parallel() {
   if (p.overlap_param_gather) {
     check(p.use_distributed_optimizer, "--overlap-param-gather only supported with distributed optimizer (--use-distributed-optimizer)");
     check(p.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
+    state_.messages.push_back(
+        "WARNING: --overlap-param-gather: the updated parameters are all-gathered at the end of the optimizer step, "
+        "not overlapped with the next forward pass (same results, no overlap yet)");
   }
   p.overlap_p2p_comm = false;  // no virtual pipeline: Megatron turns overlap off
   check(p.distributed_backend == "nccl" || p.distributed_backend == "gloo",

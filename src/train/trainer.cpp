@@ -166,13 +166,17 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   }
 }
 
-// Rank 0 builds the index caches (or finds them); the others wait, then load them. A rank
-// whose cache folder is node-local finds no files and builds its own copy: the cache files are
-// written to temporary names and renamed, so concurrent builders on one node cannot tear them.
+// The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
+// node, which finds rank 0's files where the cache folder is shared and builds its node's copy
+// where it is node-local; then every other rank, which finds its node's files. Cache files are
+// written under temporary names and renamed, so a reader never sees a torn one.
 void Trainer::build_datasets() {
   if (comm_.rank() == 0) datasets_ = build_run_datasets(args_, *tokenizer_, out_);
   comm_.barrier(*pc_.world).wait();
-  if (comm_.rank() != 0) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
+  const bool node_leader = comm_.rank() != 0 && comm_.local_rank() == 0;
+  if (node_leader) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
+  comm_.barrier(*pc_.world).wait();
+  if (comm_.rank() != 0 && !node_leader) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
 }
 
 nlohmann::json Trainer::run_config() const {
@@ -234,7 +238,10 @@ void Trainer::maybe_load() {
 }
 
 std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, double tokens) {
-  at::Tensor both = at::stack({loss_sum.detach().to(at::kDouble), at::scalar_tensor(tokens, at::kDouble)});
+  // On the loss's device (a collective of the run's communicator); no micro-batches: zero.
+  const auto options = (loss_sum.defined() ? loss_sum.options() : at::TensorOptions()).dtype(at::kDouble);
+  const at::Tensor sum = loss_sum.defined() ? loss_sum.detach().to(at::kDouble) : at::zeros({}, options);
+  at::Tensor both = at::stack({sum, at::scalar_tensor(tokens, options)});
   comm_.all_reduce(both, parallel::ReduceOp::kSum, *pc_.dp_cp).wait();
   const double* v = both.data_ptr<double>();
   return {v[0], v[1]};
@@ -243,8 +250,9 @@ std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, doubl
 void Trainer::train_step() {
   const model::ForwardContext ctx{true, &gens_->default_gen, &gens_->model_parallel_gen};
   ddp_->zero_grad();
-  // The losses stay tensors until the step is done: no host synchronisation per micro-batch.
-  at::Tensor loss_sum = at::zeros({}, at::kFloat);
+  // The losses stay tensors (on the model's device) until the step is done: no host
+  // synchronisation per micro-batch.
+  at::Tensor loss_sum;
   double tokens = 0.0;
   for (int m = 0; m < num_microbatches_; ++m) {
     const auto batch = train_reader_->next();
@@ -255,7 +263,7 @@ void Trainer::train_step() {
         model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
     const at::Tensor sum = (token_loss * batch->loss_mask).sum();
     ((sum / std::max(1.0, batch->loss_tokens)) / num_microbatches_).backward();
-    loss_sum += sum.detach();
+    loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
     tokens += batch->loss_tokens;
   }
   ddp_->finish_grad_sync();
@@ -282,7 +290,7 @@ double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consu
   const model::ForwardContext ctx{false, nullptr, nullptr};
   BatchReader reader(dataset, static_cast<std::uint64_t>(consumed), args_.training.micro_batch_size, ps_->dp_rank(),
                      ps_->dp());
-  at::Tensor loss_sum = at::zeros({}, at::kFloat);
+  at::Tensor loss_sum;
   double tokens = 0.0;
   for (std::int64_t i = 0; i < iters; ++i) {
     for (int m = 0; m < num_microbatches_; ++m) {
@@ -290,7 +298,8 @@ double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consu
       MEGATRON_CHECK(batch.has_value(), "the evaluation data ran out after ", consumed, " samples");
       const at::Tensor token_loss =
           model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
-      loss_sum += (token_loss * batch->loss_mask).sum();
+      const at::Tensor sum = (token_loss * batch->loss_mask).sum();
+      loss_sum = loss_sum.defined() ? loss_sum + sum : sum;
       tokens += batch->loss_tokens;
     }
     consumed += args_.training.global_batch_size;

@@ -5,7 +5,8 @@
 # (relative) of the single-process run with the same global batch; a TP2xDP2 run with the
 # distributed optimizer resumes exactly, and resumes at another DP size; another TP size is
 # refused naming both layouts; an error on one rank is printed with its rank and ends the job;
-# a rank killed with SIGKILL ends the job with a message naming it.
+# a rank killed with SIGKILL ends the job with a message naming it, and one killed in the middle
+# of a save leaves the previous checkpoint loadable and the tracker untouched.
 # Called with lib.sh's six arguments (megatron_train's path last), then MPIEXEC.
 set -uo pipefail
 MPIEXEC=${7:?"usage: $0 <lib.sh's six arguments> MPIEXEC"}
@@ -86,6 +87,7 @@ assert_line "$WORK/tp2.txt" "using world size: 2, data-parallel size: 1, context
 run_layout tp2_sp 2 2 --sequence-parallel
 run_layout tp4_sp 4 4 --sequence-parallel
 run_layout dp2 2 1
+run_layout dp4 4 1
 run_layout dp4_distopt_overlap 4 1 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000
 run_layout tp2_dp2_sp 4 2 --sequence-parallel
 run_layout tp2_dp2_sp_distopt_overlap 4 2 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce \
@@ -151,5 +153,44 @@ elapsed=$((SECONDS - start))
 grep -qE "rank 1 .*(signal 9|Killed)" "$WORK/kill_err.txt" "$WORK/kill_out.txt" ||
   { show "$WORK/kill_err.txt" stderr; fail "no message names the killed rank 1"; }
 ok "exit $rc after ${elapsed} s; $(grep -hE 'rank 1 .*(signal 9|Killed)' "$WORK/kill_err.txt" "$WORK/kill_out.txt" | head -1)"
+
+step "a rank killed in the middle of a save leaves the previous checkpoint and the tracker"
+# A larger model, so that a save takes long enough to be caught in the middle: rank 1 is killed
+# as soon as the iteration's temporary folder appears.
+big="$WORK/big"
+# shellcheck disable=SC2046
+assert_succeeds mpi 2 $(base 2) --hidden-size 512 --num-attention-heads 8 --save "$big" --save-interval 2 \
+  --exit-interval 2
+assert_eq 2 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker before the killed save"
+# shellcheck disable=SC2046
+mpi 2 $(base 2) --hidden-size 512 --num-attention-heads 8 --save "$big" --load "$big" --save-interval 4 \
+  --exit-interval 4 >"$WORK/save_kill_out.txt" 2>"$WORK/save_kill_err.txt" &
+job=$!
+victim=""
+for _ in $(seq 6000); do
+  if compgen -G "$big/iter_0000004.tmp.*" >/dev/null; then
+    for pid in $(pgrep -f -- "--save $big --load"); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
+    done
+    [[ -n $victim ]] && kill -9 "$victim"
+    break
+  fi
+  sleep 0.005
+done
+rc=0
+wait $job || rc=$?
+[[ -n $victim ]] || { show "$WORK/save_kill_err.txt" stderr; fail "the save of iteration 4 was not seen starting"; }
+[[ $rc -ne 0 ]] || fail "the job exited 0 after rank 1 was killed during the save"
+assert_eq 2 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker after the killed save"
+[[ ! -e $big/iter_0000004 ]] || fail "iter_0000004 exists although rank 1 was killed during its save"
+ok "exit $rc; tracker still 2, no iter_0000004"
+# shellcheck disable=SC2046
+assert_succeeds mpi 2 $(base 2) --hidden-size 512 --num-attention-heads 8 --save "$big" --load "$big" \
+  --save-interval 4 --exit-interval 4
+grep -q "successfully loaded checkpoint from $big .* at iteration 2" "$WORK/out.txt" ||
+  { show "$WORK/out.txt" stdout; fail "the next run did not resume from iteration 2"; }
+compgen -G "$big/iter_*.tmp.*" >/dev/null && fail "the killed save's temporary folder is still there"
+assert_eq 4 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker after the next run"
+ok "the next run resumed from iteration 2, removed the leftover and saved iteration 4"
 
 echo "PASS"

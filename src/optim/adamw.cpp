@@ -23,22 +23,27 @@ bool AdamW::decays(const std::string& name, const at::Tensor& t) {
   return t.dim() > 1 && !bias;
 }
 
+void adamw_update(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
+                  const AdamWConfig& config, std::int64_t step, double lr) {
+  const double bias_correction1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(config.beta2, static_cast<double>(step));
+  const double step_size = lr / bias_correction1;
+  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+  exp_avg.lerp_(grad, 1.0 - config.beta1);
+  exp_avg_sq.mul_(config.beta2).addcmul_(grad, grad, 1.0 - config.beta2);
+  const at::Tensor denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(config.eps);
+  p.addcdiv_(exp_avg, denom, -step_size);
+}
+
 void AdamW::step(double lr, double weight_decay) {
   at::NoGradGuard no_grad;
   ++step_;
-  const double bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
-  const double bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
-  const double step_size = lr / bias_correction1;
-  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     at::Tensor p = params_[i].second;
     const at::Tensor& g = p.grad();
     if (!g.defined()) continue;
     if (decays_[i] && weight_decay != 0.0) p.mul_(1.0 - lr * weight_decay);
-    exp_avg_[i].lerp_(g, 1.0 - config_.beta1);
-    exp_avg_sq_[i].mul_(config_.beta2).addcmul_(g, g, 1.0 - config_.beta2);
-    const at::Tensor denom = (exp_avg_sq_[i].sqrt() / bias_correction2_sqrt).add_(config_.eps);
-    p.addcdiv_(exp_avg_[i], denom, -step_size);
+    adamw_update(p, g, exp_avg_[i], exp_avg_sq_[i], config_, step_, lr);
   }
 }
 

@@ -128,10 +128,6 @@ double Optimizer::clip_grad_norm(double max_norm) {
 void Optimizer::step(double lr, double weight_decay) {
   at::NoGradGuard no_grad;
   ++step_;
-  const double bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
-  const double bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
-  const double step_size = lr / bias_correction1;
-  const double bias_correction2_sqrt = std::sqrt(bias_correction2);
   if (weight_decay != 0.0) {
     for (const Run& r : decay_runs_) main_.narrow(0, r.main_offset, r.numel).mul_(1.0 - lr * weight_decay);
   }
@@ -143,10 +139,7 @@ void Optimizer::step(double lr, double weight_decay) {
     at::Tensor p = main_.narrow(0, owned_main_offset_[b], n);
     at::Tensor m = exp_avg_.narrow(0, owned_main_offset_[b], n);
     at::Tensor v = exp_avg_sq_.narrow(0, owned_main_offset_[b], n);
-    m.lerp_(g, 1.0 - config_.beta1);
-    v.mul_(config_.beta2).addcmul_(g, g, 1.0 - config_.beta2);
-    const at::Tensor denom = (v.sqrt() / bias_correction2_sqrt).add_(config_.eps);
-    p.addcdiv_(m, denom, -step_size);
+    adamw_update(p, g, m, v, config_, step_, lr);
   }
   copy_main_to_model();
 }

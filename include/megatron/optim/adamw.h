@@ -20,6 +20,12 @@ struct AdamWConfig {
   double eps = 1e-8;
 };
 
+// torch.optim.AdamW's moment and parameter update for step number `step` (1-based), in place on
+// p, exp_avg and exp_avg_sq (weight decay, when any, is applied to p by the caller first). Shared
+// by AdamW and the DP-buffer Optimizer, so both follow one formula.
+void adamw_update(at::Tensor& p, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
+                  const AdamWConfig& config, std::int64_t step, double lr);
+
 class AdamW {
  public:
   AdamW(NamedTensors params, const AdamWConfig& config);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "model/tiny_model_config.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
 #include "test_support.h"
@@ -46,22 +47,7 @@ nlohmann::json to_reference_json(const ModelConfig& c) {
           {"rotary_interleaved", c.rotary_interleaved}};
 }
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 48;
-  c.ffn_hidden_size = 96;
-  c.num_attention_heads = 4;
-  c.num_query_groups = 4;
-  c.kv_channels = 12;
-  c.seq_length = 16;
-  c.max_position_embeddings = 20;
-  c.padded_vocab_size = 96;
-  c.attention_dropout = 0.0;
-  c.hidden_dropout = 0.0;
-  c.init_method_std = 0.2;  // large enough that every path matters in the gradients
-  return c;
-}
+using megatron::testing::tiny_config;
 
 // Runs the C++ model and the Python reference on the same weights and batch; compares.
 void expect_matches_reference(const ModelConfig& config) {

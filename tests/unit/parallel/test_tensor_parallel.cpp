@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/tiny_model_config.h"
 #include "megatron/core/check.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
@@ -394,22 +395,7 @@ using parallel::gather_full;
 using parallel::generator;
 using parallel::tp_sizes;
 
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 48;
-  c.ffn_hidden_size = 96;
-  c.num_attention_heads = 4;
-  c.num_query_groups = 4;
-  c.kv_channels = 12;
-  c.seq_length = 16;
-  c.max_position_embeddings = 20;
-  c.padded_vocab_size = 96;
-  c.attention_dropout = 0.0;
-  c.hidden_dropout = 0.0;
-  c.init_method_std = 0.2;
-  return c;
-}
+using megatron::testing::tiny_config;
 
 ModelConfig rope_config() {
   ModelConfig c = tiny_config();

@@ -18,7 +18,7 @@ endif()
 # Open MPI (Debian's libopenmpi-dev): the CPU communicator and the launcher (mpirun, srun
 # --mpi=pmix). MPIEXEC_EXECUTABLE runs the multi-rank tests.
 find_package(MPI REQUIRED COMPONENTS C)
-message(STATUS "megatron: MPI ${MPI_C_VERSION} (${MPI_C_LIBRARY_VERSION_STRING}), tests launch with ${MPIEXEC_EXECUTABLE}")
+message(STATUS "megatron: MPI ${MPI_C_VERSION} from ${MPI_C_HEADER_DIR}; multi-rank tests launch with ${MPIEXEC_EXECUTABLE}")
 
 # LibTorch, for the modules that hold tensors (parallel, model, optim, checkpoint, trainer).
 # scripts/setup.sh points CMAKE_PREFIX_PATH at the pinned PyTorch wheel in .venv/. The CPU

@@ -47,6 +47,7 @@ function(megatron_add_mpi_gtest name)
   foreach(np IN LISTS ARG_NP)
     add_test(NAME ${name}.np${np}
              COMMAND ${PROJECT_SOURCE_DIR}/tests/mpirun.sh -np ${np} $<TARGET_FILE:${name}>)
-    set_tests_properties(${name}.np${np} PROPERTIES LABELS mpi PROCESSORS ${np} TIMEOUT 600)
+    set_tests_properties(${name}.np${np} PROPERTIES LABELS mpi PROCESSORS ${np} TIMEOUT 600
+                         ENVIRONMENT "MEGATRON_MPIEXEC=${MPIEXEC_EXECUTABLE}")
   endforeach()
 endfunction()

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "megatron/core/check.h"
 #include "megatron/optim/adamw.h"
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/data_parallel.h"
@@ -238,7 +239,7 @@ TEST(OptimizerMpi, StateShrinksByTheDpSize) {
   auto make = [&] {
     parallel::NamedTensors params;
     for (std::size_t i = 0; i < shapes.size(); ++i) {
-      params.emplace_back("p" + std::to_string(i), at::zeros(shapes[i]).requires_grad_(true));
+      params.emplace_back(str_cat("p", i), at::zeros(shapes[i]).requires_grad_(true));
     }
     return params;
   };

@@ -265,7 +265,7 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
 }
 
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
-                                bool load_optimizer, bool load_rng) {
+                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter) {
   const std::string folder = iteration_folder(root, iteration);
   MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
                  " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
@@ -298,16 +298,16 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
   MEGATRON_CHECK(state.iteration == iteration, meta_path, " records iteration ", state.iteration, ", the folder ",
                  iteration);
   const auto& files = meta.at("files");
-  auto read = [&](const char* name) {
+  auto read = [&](const char* name, const TensorFilter& keep = {}) {
     const std::string path = (dir / name).string();
     verify(path, files.at(name));
-    return read_safetensors(path).tensors;
+    return read_safetensors(path, keep).tensors;
   };
   MEGATRON_CHECK(files.contains(kModelFile), meta_path, ": no model file recorded");
   state.model = read(kModelFile);
   if (load_optimizer) {
     for (const auto& [name, digest] : files.items()) {
-      if (name == kOptimizerFile || name.starts_with("distrib_optim.")) state.optimizer_parts.push_back(read(name.c_str()));
+      if (name == kOptimizerFile || name.starts_with("distrib_optim.")) state.optimizer_parts.push_back(read(name.c_str(), optimizer_filter));
     }
     MEGATRON_CHECK(!state.optimizer_parts.empty(), "checkpoint ", dir.string(),
                    " has no optimizer state (saved with --no-save-optim); use --no-load-optim or --finetune");

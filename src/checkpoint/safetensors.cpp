@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "megatron/core/check.h"
@@ -75,7 +76,7 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   return {size, crc};
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& keep) {
   const MappedFile file(path);
   MEGATRON_CHECK(file.size() >= 8, path, ": truncated (", file.size(), " bytes; not a safetensors file)");
   std::uint64_t header_size = 0;
@@ -107,9 +108,17 @@ SafetensorsFile read_safetensors(const std::string& path) {
       MEGATRON_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size, path, ": tensor ",
                      name, " has byte range [", offsets.at(0), ", ", offsets.at(1), ") outside the ", data_size,
                      " data bytes (truncated file?)");
+      std::int64_t numel = 1;
+      for (const std::int64_t d : shape) {
+        MEGATRON_CHECK(d >= 0 && (d == 0 || numel <= std::numeric_limits<std::int64_t>::max() / d), path,
+                       ": tensor ", name, " has an impossible shape");
+        numel *= d;
+      }
+      const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * c10::elementSize(type);
+      MEGATRON_CHECK(nbytes == offsets[1] - offsets[0], path, ": tensor ", name, " has ", offsets[1] - offsets[0],
+                     " bytes, its shape and dtype need ", nbytes);
+      if (keep && !keep(name, numel)) continue;
       at::Tensor t = at::empty(shape, type);
-      MEGATRON_CHECK(t.nbytes() == offsets[1] - offsets[0], path, ": tensor ", name, " has ",
-                     offsets[1] - offsets[0], " bytes, its shape and dtype need ", t.nbytes());
       std::memcpy(t.data_ptr(), file.data() + data_start + offsets[0], t.nbytes());
       order.emplace_back(offsets[0], unordered.size());
       unordered.emplace_back(name, std::move(t));

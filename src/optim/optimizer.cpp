@@ -40,6 +40,7 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
   const auto& params = buffer.params();
   const auto& layouts = buffer.layouts();
   const int tp_rank = buffer.context().tp->rank();
+  for (std::size_t i = 0; i < params.size(); ++i) param_index_.emplace(params[i].first, static_cast<int>(i));
   std::int64_t main_numel = 0;
   auto extend = [](std::vector<Run>& runs, const Run& r) {
     if (!runs.empty() && runs.back().main_offset + runs.back().numel == r.main_offset &&
@@ -158,49 +159,63 @@ NamedTensors Optimizer::state() const {
   return out;
 }
 
+std::optional<Optimizer::PieceName> Optimizer::parse_piece_name(const std::string& name) const {
+  const auto last = name.rfind('/');
+  const auto mid = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('/', last - 1);
+  if (mid == std::string::npos) return std::nullopt;
+  PieceName out;
+  const char* first = name.data() + last + 1;
+  const char* end = name.data() + name.size();
+  const auto [ptr, ec] = std::from_chars(first, end, out.offset);
+  if (ec != std::errc() || ptr != end || first == end || out.offset < 0) return std::nullopt;
+  out.param = name.substr(0, mid);
+  const std::string key = name.substr(mid + 1, last - mid - 1);
+  const auto it = param_index_.find(out.param);
+  const auto* k = std::find(std::begin(kStateKeys), std::end(kStateKeys), key);
+  out.index = it == param_index_.end() ? -1 : it->second;
+  out.key = k == std::end(kStateKeys) ? -1 : static_cast<int>(k - std::begin(kStateKeys));
+  return out;
+}
+
+bool Optimizer::needs_state_piece(const std::string& name, std::int64_t numel) const {
+  const auto piece = parse_piece_name(name);
+  if (!piece || piece->index < 0 || piece->key < 0) return true;  // load_state reports it
+  for (const Segment& s : segments_) {
+    if (s.param == piece->index && piece->offset < s.param_offset + s.numel && s.param_offset < piece->offset + numel) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) {
   const auto& params = buffer_->params();
-  std::unordered_map<std::string, int> index;
-  for (std::size_t i = 0; i < params.size(); ++i) index.emplace(params[i].first, static_cast<int>(i));
   // by_param[param][key] = pieces sorted by offset
   std::vector<std::array<std::vector<Piece>, 3>> by_param(params.size());
   std::vector<std::string> errors;
   for (const auto& [name, data] : pieces) {
-    const auto last = name.rfind('/');
-    const auto mid = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('/', last - 1);
-    std::int64_t offset = -1;
-    if (mid != std::string::npos) {
-      const char* first = name.data() + last + 1;
-      const char* end = name.data() + name.size();
-      const auto [ptr, ec] = std::from_chars(first, end, offset);
-      if (ec != std::errc() || ptr != end || first == end) offset = -1;
-    }
-    if (offset < 0) {
+    const auto piece = parse_piece_name(name);
+    if (!piece) {
       errors.push_back(str_cat("optimizer state entry '", name, "' is not named <param>/<key>/<offset>"));
       continue;
     }
-    const std::string param = name.substr(0, mid), key = name.substr(mid + 1, last - mid - 1);
-    const auto it = index.find(param);
-    const auto* k = std::find(std::begin(kStateKeys), std::end(kStateKeys), key);
-    if (it == index.end() || k == std::end(kStateKeys)) {
+    if (piece->index < 0 || piece->key < 0) {
       errors.push_back(str_cat("optimizer state entry '", name, "' names ",
-                               it == index.end() ? "no parameter of this model" : "an unknown state key",
+                               piece->index < 0 ? "no parameter of this model" : "an unknown state key",
                                " (keys: param, exp_avg, exp_avg_sq); was the checkpoint saved with another model?"));
       continue;
     }
-    const std::int64_t numel = params[static_cast<std::size_t>(it->second)].second.numel();
-    if (data.dim() != 1 || offset + data.numel() > numel) {
-      errors.push_back(str_cat("optimizer state entry '", name, "' has shape ", data.sizes(), " at offset ", offset,
-                               ", but ", param, " has ", numel, " elements"));
+    const std::int64_t numel = params[static_cast<std::size_t>(piece->index)].second.numel();
+    if (data.dim() != 1 || piece->offset + data.numel() > numel) {
+      errors.push_back(str_cat("optimizer state entry '", name, "' has shape ", data.sizes(), " at offset ",
+                               piece->offset, ", but ", piece->param, " has ", numel, " elements"));
       continue;
     }
-    by_param[static_cast<std::size_t>(it->second)][static_cast<std::size_t>(k - std::begin(kStateKeys))].push_back(
-        {offset, data});
+    by_param[static_cast<std::size_t>(piece->index)][static_cast<std::size_t>(piece->key)].push_back(
+        {piece->offset, data});
   }
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    const std::int64_t numel = params[p].second.numel();
-    for (std::size_t k = 0; k < 3; ++k) {
-      auto& list = by_param[p][k];
+  for (auto& keys : by_param) {
+    for (auto& list : keys) {
       std::sort(list.begin(), list.end(), [](const Piece& a, const Piece& b) {
         return a.offset != b.offset ? a.offset < b.offset : a.data.numel() < b.data.numel();
       });
@@ -210,21 +225,33 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
                                return a.offset == b.offset && a.data.numel() == b.data.numel();
                              }),
                  list.end());
-      std::int64_t covered = 0;
-      for (const Piece& piece : list) {
-        const std::int64_t end = piece.offset + piece.data.numel();
-        if (piece.offset > covered) {
-          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [",
-                                   covered, ", ", piece.offset, ") are missing"));
-        } else if (piece.offset < covered) {
-          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [",
-                                   piece.offset, ", ", std::min(covered, end), ") are in two pieces"));
+    }
+  }
+  // Every element this rank owns must come from exactly one piece (other ranks check theirs).
+  for (const Segment& s : segments_) {
+    const std::string& param = params[static_cast<std::size_t>(s.param)].first;
+    const std::int64_t begin = s.param_offset, end = s.param_offset + s.numel;
+    for (std::size_t k = 0; k < 3; ++k) {
+      std::int64_t reached = begin;
+      bool from_piece = false;
+      for (const Piece& piece : by_param[static_cast<std::size_t>(s.param)][k]) {
+        const std::int64_t piece_end = piece.offset + piece.data.numel();
+        if (piece_end <= begin) continue;
+        if (piece.offset >= end) break;
+        if (piece.offset > reached) {
+          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [", reached, ", ",
+                                   piece.offset, ") are missing"));
+        } else if (piece.offset < reached && from_piece) {
+          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [",
+                                   std::max(piece.offset, begin), ", ", std::min(reached, piece_end),
+                                   ") are in two pieces"));
         }
-        covered = std::max(covered, end);
+        reached = std::max(reached, piece_end);
+        from_piece = true;
       }
-      if (covered < numel) {
-        errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", params[p].first, ": elements [", covered,
-                                 ", ", numel, ") are missing (pieces from every data-parallel rank needed)"));
+      if (reached < end) {
+        errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [", reached, ", ", end,
+                                 ") are missing (pieces from every data-parallel rank needed)"));
       }
     }
   }

@@ -81,6 +81,11 @@ void DataParallelBuffers::Core::grad_ready(int param) {
   if (count == golden_count[param] && ++buckets[bucket].ready_params == buckets[bucket].needed_params) {
     owner->start_bucket(bucket);
   }
+  // A communicator may advance a collective only inside its calls (MPI on CPU): poll the buckets
+  // in flight while the backward pass goes on.
+  for (auto& b : buckets) {
+    if (b.work.pending()) b.work.test();
+  }
 }
 
 void DataParallelBuffers::Core::reset() {

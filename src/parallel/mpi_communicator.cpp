@@ -218,6 +218,11 @@ class MpiCommunicator final : public Communicator {
       }
     }
     MEGATRON_ASSERT(color >= 0, "group list ", name, " does not hold rank ", rank_);
+    // MPI_Comm_split blocks without a time limit: meet in a polled barrier first, so that a rank
+    // that never arrives ends the job after the timeout instead of hanging it.
+    MPI_Request arrived = MPI_REQUEST_NULL;
+    MEGATRON_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &arrived), str_cat("rank ", rank_, ": making the ", name, " groups"));
+    MpiWork(arrived, str_cat("making the ", name, " groups on ", world_->describe()), rank_, timeout(), {}, {}).wait();
     MPI_Comm comm = MPI_COMM_NULL;
     MEGATRON_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm),
                        str_cat("rank ", rank_, ": making the ", name, " groups"));

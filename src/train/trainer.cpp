@@ -205,9 +205,11 @@ void Trainer::maybe_load() {
                   ". Resharding a checkpoint comes with pipeline parallelism; until then resume with --tensor-model-parallel-size ",
                   layout.tp, " --pipeline-model-parallel-size ", layout.pp, " (any data-parallel size)");
   }
-  const auto state = checkpoint::load_checkpoint(root, *tracker, ps_->checkpoint_shard_name(),
-                                                 !finetune && !args_.checkpoint.no_load_optim,
-                                                 !finetune && !args_.checkpoint.no_load_rng);
+  // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
+  const auto state = checkpoint::load_checkpoint(
+      root, *tracker, ps_->checkpoint_shard_name(), !finetune && !args_.checkpoint.no_load_optim,
+      !finetune && !args_.checkpoint.no_load_rng,
+      [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   const auto differences = model_shape_differences(state.config, run_config());
   if (!differences.empty()) {
     std::string message = "checkpoint " + folder + " was saved for a different model:";

@@ -104,7 +104,10 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration);
 // read only when asked for; asking for an optimizer state that was not saved is an error. The
 // optimizer state comes in `optimizer_parts` (every file of the shard) and, when the shard has a
 // single optimizer file, also in `optimizer`.
+// `optimizer_filter`, when given, chooses the optimizer tensors to read (Optimizer::
+// needs_state_piece: a rank of the distributed optimizer reads only the pieces it owns, so a resume
+// holds 1/DP of the shard's optimizer state per rank, not all of it); every file is still verified.
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
-                                bool load_optimizer, bool load_rng);
+                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter = {});
 
 }  // namespace megatron::checkpoint

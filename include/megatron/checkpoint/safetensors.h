@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -30,9 +31,13 @@ struct FileDigest {
 FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors,
                              const std::map<std::string, std::string>& metadata = {});
 
-// Reads every tensor (copied out of the mapping). Throws megatron::Error naming the file when it
-// is truncated, its header is not valid JSON or an offset / shape / dtype does not add up.
-SafetensorsFile read_safetensors(const std::string& path);
+// Which tensors to read: given a tensor's name and element count, true to read it.
+using TensorFilter = std::function<bool(const std::string& name, std::int64_t numel)>;
+
+// Reads every tensor, or those `keep` accepts (copied out of the mapping; the others are never
+// touched). Throws megatron::Error naming the file when it is truncated, its header is not valid
+// JSON or an offset / shape / dtype does not add up (checked for every entry, read or not).
+SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& keep = {});
 
 // CRC-32 and size of a whole file (for verification on load).
 FileDigest digest_file(const std::string& path);

@@ -11,7 +11,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -52,12 +54,16 @@ class Optimizer {
   // parameter (decimal). Plain optimizer: every parameter whole at offset 0. The tensors are 1-D
   // views of the live state (copy them before the next step if they are written asynchronously).
   NamedTensors state() const;
-  // Resumes from the pieces of every DP rank of this model-parallel shard (any DP size, distributed
-  // or not; identical repeated pieces are ignored) and the step count: each parameter's flat state
-  // is checked to be covered exactly (errors name the parameter and the missing or overlapping
-  // elements), this rank keeps its part for the current layout, and the model's parameters are set
-  // from the main values. Collective over DP with the distributed optimizer.
+  // Resumes from pieces saved by any DP size, distributed or not (identical repeated pieces are
+  // ignored), and the step count: the elements this rank owns in the current layout are checked to
+  // come from exactly one piece each (errors name the parameter and the missing or overlapping
+  // elements; pieces outside them are ignored), copied into the state, and the model's parameters
+  // are set from the main values (all-gathered over DP with the distributed optimizer).
   void load_state(const NamedTensors& pieces, std::int64_t step_count);
+  // Whether a saved piece named as state() names them, of `numel` elements, holds any element this
+  // rank owns (unparseable names: true, so that load_state reports them). Lets a resume read only
+  // the pieces it needs from the other DP ranks' files.
+  bool needs_state_piece(const std::string& name, std::int64_t numel) const;
   std::int64_t step_count() const { return step_; }
 
   // Elements of fp32 state on this rank: main parameters + exp_avg + exp_avg_sq (padding included).
@@ -80,6 +86,14 @@ class Optimizer {
     std::int64_t numel = 0;
   };
 
+  // A piece's name "<param>/<key>/<offset>" taken apart; index and key -1 when unknown.
+  struct PieceName {
+    std::string param;
+    int index = -1;
+    int key = -1;
+    std::int64_t offset = 0;
+  };
+  std::optional<PieceName> parse_piece_name(const std::string& name) const;
   void copy_main_to_model();
 
   parallel::DataParallelBuffers* buffer_;
@@ -87,6 +101,7 @@ class Optimizer {
   std::vector<parallel::Range> owned_;  // per bucket, in the flat buffers
   std::vector<std::int64_t> owned_main_offset_;
   std::vector<Segment> segments_;
+  std::unordered_map<std::string, int> param_index_;
   std::vector<Run> decay_runs_;  // elements with weight decay
   std::vector<Run> norm_runs_;   // elements counted in the gradient norm
   at::Tensor main_, exp_avg_, exp_avg_sq_;

@@ -193,5 +193,23 @@ TEST(Safetensors, HeaderIsStandardAndDataAligned) {
   EXPECT_EQ(back.tensors[1].second.item<int64_t>(), 7);
 }
 
+TEST(Safetensors, FilterReadsOnlyTheTensorsItKeeps) {
+  TempDir dir("st");
+  const std::string path = dir / "t.safetensors";
+  write_safetensors(path, {{"x/param/0", at::arange(6, at::kFloat)}, {"x/param/6", at::arange(4, at::kFloat)},
+                           {"y/param/0", at::ones({2, 3})}});
+  std::vector<std::pair<std::string, std::int64_t>> asked;
+  const auto back = read_safetensors(path, [&](const std::string& name, std::int64_t numel) {
+    asked.emplace_back(name, numel);
+    return name.starts_with("x/");
+  });
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_EQ(back.tensors[0].first, "x/param/0");
+  EXPECT_TRUE(at::equal(back.tensors[1].second, at::arange(4, at::kFloat)));
+  EXPECT_EQ(asked.size(), 3u);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), std::make_pair(std::string("y/param/0"), std::int64_t{6})),
+            asked.end());
+}
+
 }  // namespace
 }  // namespace megatron::checkpoint

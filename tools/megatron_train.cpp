@@ -50,27 +50,18 @@ void with_one_line_torch_errors(Body&& body) {
 }
 
 // Ranks on one node share its cores: each gets an equal part for its intra-op threads, unless
-// OMP_NUM_THREADS says otherwise (as under torchrun). The node's rank count comes from the launcher.
-void share_cores_among_local_ranks() {
+// OMP_NUM_THREADS says otherwise (as under torchrun).
+void share_cores_among_local_ranks(const megatron::parallel::Communicator& comm) {
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp != nullptr && *omp != '\0') return;
-  int local_size = 1;
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && std::atoi(value) > 0) {
-      local_size = std::atoi(value);
-      break;
-    }
-  }
-  if (local_size <= 1) return;
+  if ((omp != nullptr && *omp != '\0') || comm.local_size() <= 1) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(std::max(1, cores / local_size));
+  at::set_num_threads(std::max(1, cores / comm.local_size()));
 }
 
 int train(const std::vector<std::string>& args) {
   megatron::install_temp_file_cleanup();
   std::unique_ptr<megatron::parallel::Communicator> comm = megatron::parallel::make_communicator();
-  if (comm->world_size() > 1) share_cores_among_local_ranks();
+  share_cores_among_local_ranks(*comm);
   const bool many = comm->world_size() > 1;
   megatron::train::ParseOptions options;
   options.world_size = comm->world_size();

@@ -129,7 +129,16 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
         if (digests[3 * r] == 0) continue;
         ShardWriter other = writer;
         other.dp_rank = r;
-        files[optimizer_file_name(other)] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
+        const std::string name = optimizer_file_name(other);
+        // A peer on another node wrote it into its own view of the folder: it must be here too.
+        std::error_code ec;
+        const auto size = fs::file_size(dir / name, ec);
+        MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
+                       state.iteration, ": ", writer.shard, "/", name, ", written by rank ",
+                       pc.dp->ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
+                       " as rank ", world.ranks()[static_cast<std::size_t>(world.rank())],
+                       " sees it; --save must be a folder every rank sees (a shared file system)");
+        files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
       }
       const nlohmann::json meta = {
           {"format", "megatron-cpp"},
@@ -164,6 +173,17 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
   }
   if (leader) {
     try {
+      // Every model-parallel shard must be in the folder this rank renames (a shared --save).
+      const parallel::ParallelState& ps = *pc.state;
+      for (int p = 0; p < ps.pp(); ++p) {
+        for (int t = 0; t < ps.tp(); ++t) {
+          const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, p, ps.pp());
+          MEGATRON_CHECK(fs::exists(fs::path(temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
+                         state.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
+                         temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared file "
+                         "system)");
+        }
+      }
       // The folder appears complete or not at all; a re-save of the same iteration replaces it.
       if (fs::exists(final_dir)) fs::remove_all(final_dir);
       fs::rename(temp_dir, final_dir);
@@ -300,8 +320,21 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
   const auto& files = meta.at("files");
   auto read = [&](const char* name, const TensorFilter& keep = {}) {
     const std::string path = (dir / name).string();
-    verify(path, files.at(name));
-    return read_safetensors(path, keep).tensors;
+    if (!keep) {
+      verify(path, files.at(name));
+      return read_safetensors(path).tensors;
+    }
+    // Filtered: a file none of whose tensors this rank needs is not read (nor checksummed: the
+    // ranks that need it do that), so each rank reads about its own share of the state.
+    NamedTensors tensors;
+    try {
+      tensors = read_safetensors(path, keep).tensors;
+    } catch (const Error&) {
+      verify(path, files.at(name));  // a damaged file: say so by its checksum when that fails
+      throw;
+    }
+    if (!tensors.empty()) verify(path, files.at(name));
+    return tensors;
   };
   MEGATRON_CHECK(files.contains(kModelFile), meta_path, ": no model file recorded");
   state.model = read(kModelFile);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <iostream>
 #include <string_view>
 
@@ -34,6 +35,7 @@ class SingleProcessCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
   std::string backend() const override { return "single process"; }
 
   std::shared_ptr<ProcessGroup> new_group(const std::string& name, const RankGroups& groups) override {
@@ -141,6 +143,10 @@ Work& Work::operator=(Work&& other) noexcept {
 
 Work::~Work() {
   if (!impl_) return;
+  if (std::uncaught_exceptions() > 0) {
+    impl_.reset();  // abandoned while an error unwinds: the error path ends the job
+    return;
+  }
   try {
     impl_->wait();
   } catch (const std::exception& e) {

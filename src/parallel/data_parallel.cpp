@@ -15,6 +15,8 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <numeric>
 #include <unordered_set>
 
@@ -185,9 +187,13 @@ DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector
 }
 
 DataParallelBuffers::~DataParallelBuffers() {
+  // While an error unwinds, reductions in flight are abandoned (Work's rule), not waited for: a
+  // wait could take a whole timeout per bucket before the error is even printed.
+  if (std::uncaught_exceptions() > 0) return;
   try {
     core_->reset();
-  } catch (...) {  // a failed reduction already reported itself; nothing to add while unwinding
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "megatron: error: %s\n", e.what());
   }
 }
 

@@ -102,9 +102,11 @@ class MpiWork final : public Work::Impl {
         finish_(std::move(finish)) {}
   ~MpiWork() override {
     if (!done_ && request_ != MPI_REQUEST_NULL) {
-      // Only reached when wait() threw (timeout): the request cannot be cancelled portably; leave
-      // it to MPI_Abort, which follows such an error.
-      keep_alive_.clear();
+      // Abandoned (its wait timed out, or an exception unwinds past it): MPI may still write into
+      // the buffers, and a request cannot be cancelled portably, so they stay allocated for the
+      // rest of the process, which the error path ends with MPI_Abort.
+      static auto* abandoned = new std::vector<std::pair<std::vector<at::Tensor>, std::function<void()>>>();
+      abandoned->emplace_back(std::move(keep_alive_), std::move(finish_));
     }
   }
 
@@ -163,6 +165,14 @@ class MpiCommunicator final : public Communicator {
     std::vector<int> all(static_cast<std::size_t>(size_));
     for (int r = 0; r < size_; ++r) all[static_cast<std::size_t>(r)] = r;
     world_ = std::make_shared<MpiGroup>("world", std::move(all), rank_, MPI_COMM_WORLD);
+    // The ranks on this node, from MPI itself (every launcher); the launchers' variables, when
+    // set, name the local rank as the launcher sees it.
+    MPI_Comm node = MPI_COMM_NULL;
+    MEGATRON_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+                       "finding the ranks on this node");
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
     for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
       const char* value = std::getenv(name);
       if (value != nullptr && *value != '\0') {
@@ -199,6 +209,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   std::string backend() const override { return backend_; }
 
   std::shared_ptr<ProcessGroup> new_group(const std::string& name, const RankGroups& groups) override {
@@ -233,6 +244,8 @@ class MpiCommunicator final : public Communicator {
 
   Work all_reduce(at::Tensor& t, ReduceOp op, const ProcessGroup& g) override {
     const MPI_Comm comm = check(t, g, "all_reduce");
+    MEGATRON_ASSERT(t.scalar_type() != at::kBool, "all_reduce of a bool tensor on ", g.describe(),
+                    ": reduce a numeric type");
     const MPI_Op mpi_op = op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
     if (!reducible_by_mpi(t.scalar_type())) {
       at::Tensor staged = t.to(at::kFloat);
@@ -362,6 +375,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;
+  int local_size_ = 1;
   std::string backend_;
   std::shared_ptr<MpiGroup> world_;
 };

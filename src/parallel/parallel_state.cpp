@@ -120,12 +120,14 @@ int ParallelState::prev_pipeline_rank() const {
   return pp_group_[static_cast<std::size_t>((pp_rank_ + config_.pp - 1) % config_.pp)];
 }
 
-std::string ParallelState::checkpoint_shard_name() const {
+std::string ParallelState::checkpoint_shard_name() const { return checkpoint_shard_name(tp_rank_, pp_rank_, config_.pp); }
+
+std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp) {
   char buf[32];
-  if (config_.pp == 1) {
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank_);
+  if (pp == 1) {
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
   } else {
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank_, pp_rank_);
+    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
   }
   return buf;
 }

@@ -46,7 +46,10 @@ class ProcessGroup {
 };
 
 // A pending operation. wait() blocks until it completes (throws on timeout or failure); a Work
-// that was never waited on is waited on by its destructor (errors there end the process).
+// that was never waited on is waited on by its destructor (errors there end the process), except
+// while an exception unwinds: then, as after a failed wait, the operation is abandoned and its
+// buffers stay allocated for the rest of the process (MPI may still write into them); the error
+// path is expected to end the job (Communicator::abort).
 class Work {
  public:
   class Impl {
@@ -75,8 +78,11 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // The rank on its node: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, else 0.
+  // The rank on its node: OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, LOCAL_RANK, else MPI's
+  // shared-memory split.
   virtual int local_rank() const = 0;
+  // The number of ranks on this node (MPI's shared-memory split).
+  virtual int local_size() const = 0;
   // "MPI (Open MPI 4.1.4)", "single process": for the start-up log.
   virtual std::string backend() const = 0;
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -75,6 +75,8 @@ class ParallelState {
 
   // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1.
   std::string checkpoint_shard_name() const;
+  // The same for any TP and PP rank of a layout with `pp` stages.
+  static std::string checkpoint_shard_name(int tp_rank, int pp_rank, int pp);
 
   // Seeds (spec 8): the default generator's seed = seed + 100 * pp_rank; the model-parallel
   // tracker's = that + 2718 + tp_rank.

@@ -1,7 +1,8 @@
 // The communicator under mpirun (2 and 4 ranks) on the groups ParallelContext makes: every
 // collective with rank-valued inputs against the answer computed from the rank lists, exactly;
 // asynchronous operations in flight together; bf16 reductions; send/recv around a ring; the
-// timeout naming the rank, group and operation; and the single-process communicator's semantics.
+// timeout naming the rank, group and operation; operations abandoned, not waited for, while an
+// error unwinds; and the single-process communicator's semantics.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -168,6 +169,30 @@ TEST(Communicator, TimeoutNamesRankGroupAndOperation) {
       world().send(one, 0, *pc.world).wait();
     }
   }
+  world().barrier(*pc.world).wait();
+}
+
+TEST(Communicator, WorkIsAbandonedNotWaitedForWhileAnErrorUnwinds) {
+  if (world().world_size() < 2) GTEST_SKIP() << "needs mpirun with 2 or more ranks";
+  const ParallelContext& pc = context();
+  world().set_timeout(std::chrono::seconds(30));
+  if (world().rank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      at::Tensor t = at::empty({4});  // kept alive by the abandoned receive, which rank 1 satisfies below
+      Work pending = world().recv(t, 1, *pc.world);
+      throw Error("an error while a receive is in flight");
+    } catch (const Error&) {
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 5.0) << "the unwinding waited for the pending receive";
+  }
+  world().barrier(*pc.world).wait();
+  if (world().rank() == 1) {
+    at::Tensor four = at::full({4}, 4.0);
+    world().send(four, 0, *pc.world).wait();
+  }
+  world().set_timeout(std::chrono::seconds(120));
   world().barrier(*pc.world).wait();
 }
 

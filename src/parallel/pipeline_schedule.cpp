@@ -174,6 +174,19 @@ std::vector<ChunkStep> interleaved_forward_order(const PipelineShape& shape) {
   return table;
 }
 
+std::vector<PipelineEvent> forward_only_schedule(const PipelineShape& shape, int stage) {
+  Builder b(shape, stage);
+  for (int m = 0; m < shape.microbatches; ++m) {
+    for (int c = 0; c < shape.chunks; ++c) {
+      const ChunkStep f{m, c};
+      b.exchange(nullptr, &f, nullptr, nullptr);
+      b.forward(f);
+      b.exchange(nullptr, nullptr, &f, nullptr);
+    }
+  }
+  return b.take();
+}
+
 PipelinePhases pipeline_phases(const PipelineShape& shape, int stage) {
   const int total = shape.microbatches * shape.chunks;
   PipelinePhases p;

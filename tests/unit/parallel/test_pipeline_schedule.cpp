@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "megatron/core/check.h"
+#include "megatron/parallel/pipeline_layout.h"
 #include "megatron/parallel/pipeline_schedule.h"
 
 namespace megatron::parallel {
@@ -203,6 +204,47 @@ TEST(PipelineSchedule, InterleavedStagesMeetWithoutDeadlock) {
   simulate({4, 4, 8, 0});
   simulate({2, 2, 5, 3});
   simulate({4, 2, 4, 0});  // all warm-up on the first stages
+}
+
+TEST(PipelineSchedule, ForwardOnlyPassesEachMicrobatchThroughEveryChunk) {
+  EXPECT_EQ(to_string(forward_only_schedule({2, 2, 2, 0}, 0), true),
+            "F0.0 SF0.0 RF0.1 F0.1 SF0.1 F1.0 SF1.0 RF1.1 F1.1 SF1.1");
+  EXPECT_EQ(to_string(forward_only_schedule({2, 2, 2, 0}, 1), true),
+            "RF0.0 F0.0 SF0.0 RF0.1 F0.1 RF1.0 F1.0 SF1.0 RF1.1 F1.1");
+}
+
+std::string layer_map(const PipelineLayout& l) {
+  std::string out;
+  for (int r = 0; r < l.stages; ++r) {
+    out += (r ? " | " : "");
+    for (int c = 0; c < l.chunks; ++c) {
+      const auto range = l.layers(r, c);
+      out += str_cat(c ? " " : "", range.first, "+", range.count);
+    }
+  }
+  return out;
+}
+
+TEST(PipelineLayout, EvenInterleavedAndUnevenSplitsAsMegatron) {
+  // Spec 9.2.6: chunk c on stage r starts at c * L/V + r * L/(P*V).
+  EXPECT_EQ(layer_map({8, 2, 2, std::nullopt, std::nullopt}), "0+2 4+2 | 2+2 6+2");
+  EXPECT_EQ(layer_map({8, 4, 1, std::nullopt, std::nullopt}), "0+2 | 2+2 | 4+2 | 6+2");
+  EXPECT_EQ(layer_map({6, 1, 1, std::nullopt, std::nullopt}), "0+6");
+  // Uneven: first and last stages one layer each, the other four split over the middle two.
+  EXPECT_EQ(layer_map({6, 4, 1, 1, 1}), "0+1 | 1+2 | 3+2 | 5+1");
+  // Only the first given: the rest split over the others.
+  EXPECT_EQ(layer_map({7, 3, 1, 1, std::nullopt}), "0+1 | 1+3 | 4+3");
+  // Uneven and interleaved: per chunk 1 (first), 2 (middle), 1 (last) layers; rounds of 6.
+  EXPECT_EQ(layer_map({12, 4, 2, 2, 2}), "0+1 6+1 | 1+2 7+2 | 3+2 9+2 | 5+1 11+1");
+}
+
+TEST(PipelineLayout, ReportsEveryProblem) {
+  EXPECT_EQ(PipelineLayout({6, 4, 1, std::nullopt, std::nullopt}).validate().size(), 1u);
+  EXPECT_EQ(PipelineLayout({8, 2, 3, std::nullopt, std::nullopt}).validate().size(), 1u);
+  EXPECT_EQ(PipelineLayout({7, 4, 1, 1, 1}).validate().size(), 1u);  // 5 over 2 middle stages
+  EXPECT_EQ(PipelineLayout({8, 4, 2, 1, 3}).validate().size(), 2u);  // 1 and 3 not divisible by 2
+  EXPECT_EQ(PipelineLayout({8, 1, 1, 2, std::nullopt}).validate().size(), 1u);
+  EXPECT_TRUE(PipelineLayout({12, 4, 2, 2, 2}).validate().empty());
 }
 
 }  // namespace

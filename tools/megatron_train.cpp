@@ -70,6 +70,7 @@ int train(const std::vector<std::string>& args) {
   options.support.data_parallel = true;
   options.support.tensor_parallel = true;
   options.support.distributed_optimizer = true;
+  options.support.pipeline_parallel = true;
   std::vector<std::string> messages;
   options.messages = &messages;
   megatron::train::Arguments parsed;

@@ -14,7 +14,7 @@ const parallel::ParallelState& state_of(const parallel::ParallelContext& pc) {
 // Every problem of the configuration under this layout, one message each.
 std::vector<std::string> layout_problems(const ModelConfig& c, const parallel::ParallelContext& pc) {
   std::vector<std::string> problems = c.validate();
-  const int tp = parallel::tp_size(pc), pp = state_of(pc).pp();
+  const int tp = parallel::tp_size(pc);
   auto need_divisible = [&](std::int64_t value, const char* what) {
     if (value % tp != 0) {
       problems.push_back(str_cat(what, " (", value, ") must be divisible by --tensor-model-parallel-size (", tp, ")"));
@@ -25,10 +25,6 @@ std::vector<std::string> layout_problems(const ModelConfig& c, const parallel::P
   need_divisible(c.ffn_hidden_size, "--ffn-hidden-size");
   need_divisible(c.padded_vocab_size, "the padded vocabulary size");
   if (c.sequence_parallel) need_divisible(c.seq_length, "--seq-length with --sequence-parallel");
-  if (c.num_layers % pp != 0) {
-    problems.push_back(str_cat("--num-layers (", c.num_layers, ") must be divisible by --pipeline-model-parallel-size (",
-                               pp, ")"));
-  }
   return problems;
 }
 
@@ -37,15 +33,28 @@ at::TensorOptions parameter_options(const at::TensorOptions& options) {
   return at::TensorOptions().dtype(options.dtype()).device(options.device());
 }
 
+// The even split of the layers over the pipeline stages, one chunk per stage.
+StageSpec default_stage(const ModelConfig& config, const parallel::ParallelContext& pc) {
+  const parallel::ParallelState& ps = state_of(pc);
+  MEGATRON_CHECK(config.num_layers % ps.pp() == 0, "--num-layers (", config.num_layers,
+                 ") must be divisible by --pipeline-model-parallel-size (", ps.pp(), ")");
+  const int stage_layers = config.num_layers / ps.pp();
+  return {stage_layers * ps.pp_rank(), stage_layers, ps.is_first_stage(), ps.is_last_stage()};
+}
+
 }  // namespace
 
 GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& gen,
                    const at::TensorOptions& options)
+    : GptModel(config, pc, gen, default_stage(config, pc), options) {}
+
+GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& gen,
+                   const StageSpec& stage, const at::TensorOptions& options)
     : config_(config),
       pc_(&pc),
       sequence_parallel_(config.sequence_parallel && parallel::tp_size(pc) > 1),
-      pre_process_(state_of(pc).is_first_stage()),
-      post_process_(state_of(pc).is_last_stage()) {
+      pre_process_(stage.pre_process),
+      post_process_(stage.post_process) {
   const auto problems = layout_problems(config, pc);
   if (!problems.empty()) {
     std::string message = "invalid model configuration:";
@@ -53,18 +62,20 @@ GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& p
     MEGATRON_FAIL(message);
   }
   const auto opts = parameter_options(options);
-  const parallel::ParallelState& ps = state_of(pc);
   // Draws in the single-process order; a later pipeline stage draws (and drops) the earlier
   // stages' parameters first, so its own start from the single-process values too.
   const bool learned_positions = config.position_embedding == PositionEmbedding::kLearnedAbsolute;
   const parallel::TensorParallelLayout replicated{};
+  // Tied embeddings split over stages: the last chunk keeps its own copy of the embedding.
+  const bool tied = !config.untie_embeddings_and_output_weights;
+  const bool shared = tied && pre_process_ != post_process_;
+  const at::Tensor word_embedding =
+      parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen);
+  const parallel::TensorParallelLayout vocab_rows{0, 1, false, shared};
   if (pre_process_) {
     word_embeddings_ = std::make_unique<parallel::VocabParallelEmbedding>(
-        config.padded_vocab_size, config.hidden_size, config.init_method_std, gen, pc,
-        /*reduce_scatter_embeddings=*/sequence_parallel_ && !learned_positions, opts);
-    word_embeddings_->collect("embedding.word_embeddings.", parameters_);
-  } else {
-    parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen);
+        word_embedding, pc, /*reduce_scatter_embeddings=*/sequence_parallel_ && !learned_positions, opts);
+    word_embeddings_->collect("embedding.word_embeddings.", parameters_, shared);
   }
   if (learned_positions) {
     at::Tensor full = parallel::draw_normal({config.max_position_embeddings, config.hidden_size},
@@ -74,24 +85,29 @@ GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& p
       parameters_.add("embedding.position_embeddings.weight", position_embeddings_);
     }
   }
-  const int stage_layers = config.num_layers / ps.pp();
-  for (int i = 0; i < stage_layers * ps.pp_rank(); ++i) TransformerLayer(config, gen, pc, sequence_parallel_, opts);
-  layers_.reserve(static_cast<std::size_t>(stage_layers));
-  for (int i = 0; i < stage_layers; ++i) {
+  MEGATRON_CHECK(stage.first_layer >= 0 && stage.num_layers >= 0 && stage.first_layer + stage.num_layers <= config.num_layers,
+                 "internal error: layers [", stage.first_layer, ", ", stage.first_layer + stage.num_layers,
+                 ") of a ", config.num_layers, "-layer model");
+  // Earlier chunks' layers are drawn and dropped, so that this chunk's draws match the single process.
+  for (int i = 0; i < stage.first_layer; ++i) TransformerLayer(config, gen, pc, sequence_parallel_, opts);
+  layers_.reserve(static_cast<std::size_t>(stage.num_layers));
+  for (int i = 0; i < stage.num_layers; ++i) {
     layers_.emplace_back(config, gen, pc, sequence_parallel_, opts);
     layers_.back().collect("decoder.layers." + std::to_string(i) + ".", parameters_);
   }
   if (post_process_) {
+    for (int i = stage.first_layer + stage.num_layers; i < config.num_layers; ++i) {
+      TransformerLayer(config, gen, pc, sequence_parallel_, opts);
+    }
     final_layernorm_ = std::make_unique<Norm>(config, sequence_parallel_, opts);
     final_layernorm_->collect("decoder.final_layernorm.", parameters_);
-    if (config.untie_embeddings_and_output_weights || !pre_process_) {
-      MEGATRON_CHECK(config.untie_embeddings_and_output_weights || ps.pp() == 1,
-                     "tied embeddings across pipeline stages need the embedding group all-reduce, "
-                     "which this build does not have yet; use --untie-embeddings-and-output-weights");
-      const parallel::TensorParallelLayout vocab_rows{0, 1, false};
+    if (!tied) {
       output_weight_ = parallel::make_parameter(
           parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen),
           vocab_rows, pc, opts);
+      parameters_.add("output_layer.weight", output_weight_, vocab_rows);
+    } else if (!pre_process_) {
+      output_weight_ = parallel::make_parameter(word_embedding, vocab_rows, pc, opts);
       parameters_.add("output_layer.weight", output_weight_, vocab_rows);
     } else {
       output_weight_ = word_embeddings_->weight();

@@ -40,6 +40,7 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
   const auto& params = buffer.params();
   const auto& layouts = buffer.layouts();
   const int tp_rank = buffer.context().tp->rank();
+  const bool first_stage = buffer.context().state->is_first_stage();
   for (std::size_t i = 0; i < params.size(); ++i) param_index_.emplace(params[i].first, static_cast<int>(i));
   std::int64_t main_numel = 0;
   auto extend = [](std::vector<Run>& runs, const Run& r) {
@@ -67,7 +68,11 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
       const auto& [name, tensor] = params[static_cast<std::size_t>(s.param)];
       const Run run{s.main_offset, s.buffer_offset, s.numel};
       if (AdamW::decays(name, tensor)) extend(decay_runs_, run);
-      if (layouts[static_cast<std::size_t>(s.param)].sharded() || tp_rank == 0) extend(norm_runs_, run);
+      // Each element once: TP-replicated parameters on TP rank 0, the tied embedding on the first
+      // stage only (the last stage's output-layer copy is skipped, as Megatron's param_is_not_shared).
+      const parallel::TensorParallelLayout& l = layouts[static_cast<std::size_t>(s.param)];
+      const bool copy_of_embedding = l.shared_embedding && !first_stage;
+      if ((l.sharded() || tp_rank == 0) && !copy_of_embedding) extend(norm_runs_, run);
       segments_.push_back(s);
     }
     main_numel += owned.numel();

@@ -1,7 +1,7 @@
 // The launcher-independent parts of communicator.h: process groups, Work, the single-process
 // communicator (world size 1), and the choice between it and MPI from the launcher's environment.
 // The single-process communicator supports every operation on groups of its one rank: collectives
-// copy or do nothing, a send to itself is queued for the matching recv.
+// copy or do nothing, a send to itself is queued for the next recv (in order; tags are not used).
 #include "megatron/parallel/communicator.h"
 
 #include <ATen/ops/empty.h>
@@ -67,13 +67,13 @@ class SingleProcessCommunicator final : public Communicator {
     MEGATRON_ASSERT(root == 0, "broadcast from rank ", root, " of a one-rank group");
     return {};
   }
-  Work send(const at::Tensor& t, int peer, const ProcessGroup& g) override {
+  Work send(const at::Tensor& t, int peer, const ProcessGroup& g, int /*tag*/) override {
     check(g);
     MEGATRON_ASSERT(peer == 0, "send to rank ", peer, " of a one-rank group");
     queue_.push_back(t.clone());
     return {};
   }
-  Work recv(at::Tensor& t, int peer, const ProcessGroup& g) override {
+  Work recv(at::Tensor& t, int peer, const ProcessGroup& g, int /*tag*/) override {
     check(g);
     MEGATRON_ASSERT(peer == 0, "recv from rank ", peer, " of a one-rank group");
     MEGATRON_CHECK(!queue_.empty(), "recv on a single process with no matching send: it would wait forever");

@@ -111,7 +111,7 @@ std::optional<std::int64_t> effective_bucket_size(const DataParallelConfig& conf
 }
 
 BufferLayout make_buffer_layout(const std::vector<std::int64_t>& numels, std::optional<std::int64_t> bucket_size,
-                                int dp_size, bool pad_for_dp) {
+                                int dp_size, bool pad_for_dp, const std::vector<bool>& own_bucket) {
   MEGATRON_ASSERT(dp_size >= 1);
   BufferLayout out;
   const int n = static_cast<int>(numels.size());
@@ -130,12 +130,18 @@ BufferLayout make_buffer_layout(const std::vector<std::int64_t>& numels, std::op
     bucket_start = out.buckets.back().range.end;
   };
   for (int i = n - 1; i >= 0; --i) {
+    const bool alone = static_cast<std::size_t>(i) < own_bucket.size() && own_bucket[static_cast<std::size_t>(i)];
+    if (alone && !bucket_params.empty()) {
+      param_end = param_start;
+      close_bucket();
+      param_start = bucket_start;
+    }
     if (pad_for_dp) param_start = round_up(param_start, kParamAlignment);
     param_end = param_start + numels[static_cast<std::size_t>(i)];
     out.params[static_cast<std::size_t>(i)] = {param_start, param_end};
     out.param_bucket[static_cast<std::size_t>(i)] = static_cast<int>(out.buckets.size());
     bucket_params.push_back(i);
-    if (bucket_size && param_end - bucket_start >= *bucket_size) {
+    if (alone || (bucket_size && param_end - bucket_start >= *bucket_size)) {
       close_bucket();
       param_start = bucket_start;
     } else {
@@ -165,8 +171,10 @@ DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector
     MEGATRON_CHECK(seen.insert(p.unsafeGetTensorImpl()).second, "parameter ", name, " is listed twice");
     numels.push_back(p.numel());
   }
+  std::vector<bool> own_bucket;
+  for (const auto& l : layouts_) own_bucket.push_back(l.shared_embedding && config_.use_distributed_optimizer);
   layout_ = make_buffer_layout(numels, effective_bucket_size(config_, pc.dp->size(), pc.state->pp_rank()),
-                               pc.dp_cp->size(), config_.use_distributed_optimizer);
+                               pc.dp_cp->size(), config_.use_distributed_optimizer, own_bucket);
   param_data_ = at::zeros({layout_.numel}, first.options().requires_grad(false));
   grad_data_ = at::zeros({layout_.numel}, first.options().dtype(at::kFloat).requires_grad(false));
   {
@@ -297,15 +305,19 @@ void DataParallelBuffers::all_gather_params() {
   for (auto& w : works) w.wait();
 }
 
-void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                                       const ParallelContext& pc) {
+namespace {
+
+// Sums the gradients of the parameters `selected` picks over `group` (one coalesced all-reduce).
+void allreduce_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
+                     bool (*selected)(const TensorParallelLayout&), const ProcessGroup& group, Communicator& comm,
+                     const char* what) {
   MEGATRON_ASSERT(params.size() == layouts.size());
-  if (pc.tp->size() == 1) return;
+  if (group.size() == 1) return;
   std::vector<at::Tensor> grads;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    if (!layouts[i].sequence_parallel) continue;
+    if (!selected(layouts[i])) continue;
     const at::Tensor& g = params[i].second.grad();
-    MEGATRON_CHECK(g.defined(), "sequence-parallel parameter ", params[i].first, " has no gradient");
+    MEGATRON_CHECK(g.defined(), what, " parameter ", params[i].first, " has no gradient");
     grads.push_back(g);
   }
   if (grads.empty()) return;
@@ -313,12 +325,26 @@ void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::ve
   std::vector<at::Tensor> flat_parts;
   for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
   at::Tensor flat = at::cat(flat_parts);
-  pc.comm->all_reduce(flat, ReduceOp::kSum, *pc.tp).wait();
+  comm.all_reduce(flat, ReduceOp::kSum, group).wait();
   std::int64_t offset = 0;
   for (auto& g : grads) {
     g.copy_(flat.narrow(0, offset, g.numel()).view(g.sizes()));
     offset += g.numel();
   }
+}
+
+}  // namespace
+
+void allreduce_shared_embedding_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
+                                      const ParallelContext& pc) {
+  allreduce_grads(params, layouts, [](const TensorParallelLayout& l) { return l.shared_embedding; }, *pc.embedding,
+                  *pc.comm, "shared-embedding");
+}
+
+void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
+                                       const ParallelContext& pc) {
+  allreduce_grads(params, layouts, [](const TensorParallelLayout& l) { return l.sequence_parallel; }, *pc.tp, *pc.comm,
+                  "sequence-parallel");
 }
 
 }  // namespace megatron::parallel

@@ -308,21 +308,21 @@ class MpiCommunicator final : public Communicator {
     return make_work(request, "broadcast", g, {t}, {});
   }
 
-  Work send(const at::Tensor& t, int peer, const ProcessGroup& g) override {
+  Work send(const at::Tensor& t, int peer, const ProcessGroup& g, int tag) override {
     const MPI_Comm comm = check(t, g, "send");
     MEGATRON_ASSERT(peer >= 0 && peer < g.size(), "send to rank ", peer, " of ", g.describe());
     MPI_Request request = MPI_REQUEST_NULL;
-    MEGATRON_CHECK_MPI(MPI_Isend(t.data_ptr(), count(t), mpi_type(t.scalar_type()), peer, 0, comm, &request),
+    MEGATRON_CHECK_MPI(MPI_Isend(t.data_ptr(), count(t), mpi_type(t.scalar_type()), peer, check_tag(tag), comm, &request),
                        describe("send", g));
     return make_work(request, str_cat("send to rank ", g.ranks()[static_cast<std::size_t>(peer)]), g, {t}, {});
   }
 
-  Work recv(at::Tensor& t, int peer, const ProcessGroup& g) override {
+  Work recv(at::Tensor& t, int peer, const ProcessGroup& g, int tag) override {
     const MPI_Comm comm = check(t, g, "recv");
     MEGATRON_ASSERT(peer >= 0 && peer < g.size(), "recv from rank ", peer, " of ", g.describe());
     MPI_Request request = MPI_REQUEST_NULL;
     MEGATRON_CHECK_MPI(
-        MPI_Irecv(t.data_ptr(), count(t), mpi_type(t.scalar_type()), peer, 0, comm, &request), describe("recv", g));
+        MPI_Irecv(t.data_ptr(), count(t), mpi_type(t.scalar_type()), peer, check_tag(tag), comm, &request), describe("recv", g));
     return make_work(request, str_cat("recv from rank ", g.ranks()[static_cast<std::size_t>(peer)]), g, {t}, {});
   }
 
@@ -354,6 +354,11 @@ class MpiCommunicator final : public Communicator {
                    " (GPU runs communicate through NCCL)");
     MEGATRON_ASSERT(t.is_contiguous(), op, " on ", g.describe(), " needs a contiguous tensor");
     return group_comm(g);
+  }
+
+  static int check_tag(int tag) {
+    MEGATRON_ASSERT(tag >= 0 && tag <= 32767, "point-to-point tag ", tag, " outside MPI's guaranteed range 0-32767");
+    return tag;
   }
 
   static int count(const at::Tensor& t) {

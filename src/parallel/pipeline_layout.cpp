@@ -53,7 +53,7 @@ std::vector<std::string> PipelineLayout::validate() const {
   const int rest = num_layers - first_stage_layers.value_or(0) - last_stage_layers.value_or(0);
   if (!uneven) {
     if (num_layers % (stages * chunks) != 0) {
-      problems.push_back(str_cat("--num-layers (", num_layers, ") must be divisible by --pipeline-model-parallel-size (",
+      problems.push_back(str_cat("--num-layers (", num_layers, ") should be divisible by the pipeline-model-parallel size (",
                                  stages, ")", chunks > 1 ? str_cat(" x virtual stages per pipeline rank (", chunks, ")") : ""));
     }
   } else if (rest < 0 || (s.middle_stages == 0 && rest != 0) ||

@@ -105,12 +105,18 @@ void RowParallelLinear::collect(const std::string& prefix, ParameterList& out) c
 VocabParallelEmbedding::VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std,
                                                at::Generator& gen, const ParallelContext& pc,
                                                bool reduce_scatter_embeddings, const at::TensorOptions& options)
+    : VocabParallelEmbedding(draw_normal({padded_vocab_size, hidden_size}, init_std, gen), pc,
+                             reduce_scatter_embeddings, options) {}
+
+VocabParallelEmbedding::VocabParallelEmbedding(const at::Tensor& full_weight, const ParallelContext& pc,
+                                               bool reduce_scatter_embeddings, const at::TensorOptions& options)
     : pc_(&pc), reduce_scatter_(reduce_scatter_embeddings) {
+  const std::int64_t padded_vocab_size = full_weight.size(0);
   check_divisible(padded_vocab_size, "the padded vocabulary size", pc);
   const std::int64_t per_rank = padded_vocab_size / tp_size(pc);
   vocab_start_ = per_rank * tp_rank(pc);
   vocab_end_ = vocab_start_ + per_rank;
-  weight_ = make_parameter(draw_normal({padded_vocab_size, hidden_size}, init_std, gen), {0, 1, false}, pc, options);
+  weight_ = make_parameter(full_weight, {0, 1, false}, pc, options);
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) const {
@@ -126,8 +132,8 @@ at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) const {
   return reduce_from_tensor_parallel_region(output, *pc_);
 }
 
-void VocabParallelEmbedding::collect(const std::string& prefix, ParameterList& out) const {
-  out.add(prefix + "weight", weight_, {0, 1, false});
+void VocabParallelEmbedding::collect(const std::string& prefix, ParameterList& out, bool shared_embedding) const {
+  out.add(prefix + "weight", weight_, {0, 1, false, shared_embedding});
 }
 
 }  // namespace megatron::parallel

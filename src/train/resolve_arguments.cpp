@@ -10,6 +10,9 @@
 #include "megatron/core/strings.h"
 #include "resolve_arguments.h"
 
+#include "megatron/parallel/pipeline_layout.h"
+#include "megatron/parallel/pipeline_schedule.h"
+
 namespace megatron::train::detail {
 
 std::string Resolver::num(double value) { return python_float_repr(value); }
@@ -18,7 +21,7 @@ void Resolver::run() {
   parallel();
   data_sources();
   batch_size();
-  state_.messages.push_back("Number of virtual stages per pipeline stage: None");
+  pipeline();
   precision();
   iterations();
   model();
@@ -55,10 +58,32 @@ void Resolver::parallel() {
       size_supported(cp_ok, p.context_parallel_size, s.context_parallel, "--context-parallel-size", "context parallelism");
   unsupported(p.expert_model_parallel_size > 1,
               "--expert-model-parallel-size " + num(std::int64_t{p.expert_model_parallel_size}), "expert parallelism needs mixture-of-experts models");
-  unsupported(p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank,
+  unsupported((p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank) && !s.pipeline_parallel,
               "the interleaved pipeline schedule (--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank)");
-  unsupported(p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers,
+  unsupported((p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers) && !s.pipeline_parallel,
               "uneven pipeline stages (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)");
+  check(!(p.num_layers_per_virtual_pipeline_stage && p.num_virtual_stages_per_pipeline_rank),
+        "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank cannot be set together");
+  if (p.num_layers_per_virtual_pipeline_stage) {
+    positive("--num-layers-per-virtual-pipeline-stage", "num_layers_per_virtual_pipeline_stage",
+             *p.num_layers_per_virtual_pipeline_stage);
+  }
+  if (p.num_virtual_stages_per_pipeline_rank) {
+    positive("--num-virtual-stages-per-pipeline-rank", "num_virtual_stages_per_pipeline_rank",
+             *p.num_virtual_stages_per_pipeline_rank);
+  }
+  const bool virtual_pipeline = p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank;
+  if (virtual_pipeline && pp_ok && s.pipeline_parallel) {
+    if (p.overlap_p2p_comm) {
+      check(p.pipeline_model_parallel_size > 1,
+            "When interleaved schedule is used, pipeline-model-parallel size should be greater than 1");
+    } else {
+      check(p.pipeline_model_parallel_size > 2,
+            "When interleaved schedule is used and p2p communication overlap is disabled, pipeline-model-parallel "
+            "size should be greater than 2 to avoid having multiple p2p sends and recvs between same 2 ranks per "
+            "communication batch");
+    }
+  }
   unsupported(p.use_distributed_optimizer && !s.distributed_optimizer, "--use-distributed-optimizer");
   if (p.overlap_param_gather) {
     check(p.use_distributed_optimizer, "--overlap-param-gather only supported with distributed optimizer (--use-distributed-optimizer)");
@@ -67,7 +92,7 @@ void Resolver::parallel() {
         "WARNING: --overlap-param-gather: the updated parameters are all-gathered at the end of the optimizer step, "
         "not overlapped with the next forward pass (same results, no overlap yet)");
   }
-  p.overlap_p2p_comm = false;  // no virtual pipeline: Megatron turns overlap off
+  if (!virtual_pipeline) p.overlap_p2p_comm = false;  // no virtual pipeline: Megatron turns overlap off
   check(p.distributed_backend == "nccl" || p.distributed_backend == "gloo",
         "argument --distributed-backend: invalid choice: '" + p.distributed_backend + "' (choose from 'nccl', 'gloo')");
   positive("--distributed-timeout-minutes", "distributed_timeout_minutes", p.distributed_timeout_minutes);
@@ -105,6 +130,42 @@ void Resolver::batch_size() {
     problem("global batch size (" + num(std::int64_t{t.global_batch_size}) + ") is not divisible by micro batch size (" +
             num(std::int64_t{t.micro_batch_size}) + ") times data parallel size (" + num(std::int64_t{dp}) + ")");
     gbs_ok_ = false;
+  }
+}
+
+// The layer split over stages and virtual stages and the schedule's micro-batch counts
+// (PipelineLayout and PipelineShape carry Megatron's rules); the virtual stage count message.
+void Resolver::pipeline() {
+  auto& p = a_.parallel;
+  const int pp = parallel_ok_ ? p.pipeline_model_parallel_size : 1;
+  const int layers = a_.model.num_layers;
+  int chunks = 1;
+  if (!options_.support.pipeline_parallel) {
+    // Refused in parallel(); only the even split is left to check.
+  } else if (p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0) {
+    chunks = *p.num_virtual_stages_per_pipeline_rank;
+  } else if (p.num_layers_per_virtual_pipeline_stage && *p.num_layers_per_virtual_pipeline_stage > 0 && layers > 0) {
+    const int per_stage = layers / pp;
+    if (layers % pp != 0 || per_stage % *p.num_layers_per_virtual_pipeline_stage != 0) {
+      problem("number of layers per pipeline stage (" + num(std::int64_t{per_stage}) +
+              ") must be divisible by --num-layers-per-virtual-pipeline-stage (" +
+              num(std::int64_t{*p.num_layers_per_virtual_pipeline_stage}) + ")");
+      return;
+    }
+    chunks = per_stage / *p.num_layers_per_virtual_pipeline_stage;
+  }
+  state_.messages.push_back("Number of virtual stages per pipeline stage: " +
+                            (chunks > 1 ? num(std::int64_t{chunks}) : std::string("None")));
+  if (layers <= 0) return;
+  const bool uneven = options_.support.pipeline_parallel;
+  const parallel::PipelineLayout layout{layers, pp, chunks, uneven ? p.decoder_first_pipeline_num_layers : std::nullopt,
+                                        uneven ? p.decoder_last_pipeline_num_layers : std::nullopt};
+  for (auto& message : layout.validate()) problem(std::move(message));
+  if (chunks > 1 && pp > 1 && mbs_ok_ && gbs_ok_) {
+    const auto& t = a_.training;
+    const parallel::PipelineShape shape{pp, chunks, t.global_batch_size / (t.micro_batch_size * p.data_parallel_size),
+                                        p.microbatch_group_size_per_vp_stage.value_or(0)};
+    for (auto& message : shape.validate()) problem(std::move(message));
   }
 }
 
@@ -175,9 +236,8 @@ void Resolver::model() {
   const bool heads = required_positive("--num-attention-heads", "num_attention_heads", m.num_attention_heads);
   const bool seq = required_positive("--seq-length", "seq_length", m.seq_length);
   const bool max_pos = required_positive("--max-position-embeddings", "max_position_embeddings", m.max_position_embeddings);
-  if (layers && m.num_layers % pp != 0) {
-    problem("--num-layers (" + num(std::int64_t{m.num_layers}) + ") should be divisible by the pipeline-model-parallel size");
-  }
+  (void)pp;  // the layer split over stages is checked in pipeline()
+  (void)layers;
   bool ffn = false;
   if (given("ffn_hidden_size")) {
     ffn = positive("--ffn-hidden-size", "ffn_hidden_size", m.ffn_hidden_size);

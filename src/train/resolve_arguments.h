@@ -30,6 +30,7 @@ class Resolver {
   Resolver(Arguments& args, ParseState& state, const ParseOptions& options)
       : a_(args), state_(state), options_(options) {}
   void run();
+  void pipeline();
 
  private:
   static std::string num(double value);

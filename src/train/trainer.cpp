@@ -21,6 +21,8 @@
 #include "megatron/core/process_lock.h"
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/data_parallel.h"
+#include "megatron/parallel/pipeline_executor.h"
+#include "megatron/parallel/pipeline_layout.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
 
@@ -54,6 +56,10 @@ class Trainer {
   void setup(const std::vector<std::string>& startup_messages);
   void build_datasets();
   void maybe_load();
+  void build_model();
+  // The micro-batches of one iteration (training) or one evaluation step through this rank's part
+  // of the pipeline: the sum of masked token losses (last stage; undefined elsewhere) and tokens.
+  std::pair<at::Tensor, double> run_microbatches(BatchReader* reader, bool training);
   void train_step();
   // Sum of masked token losses and the token count of this rank's micro-batches, summed over DP.
   std::pair<double, double> reduce_loss(const at::Tensor& loss_sum, double tokens);
@@ -74,7 +80,13 @@ class Trainer {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<Generators> gens_;
-  std::unique_ptr<model::GptModel> model_;
+  // This rank's model chunks (one per virtual pipeline stage), their parameters together under
+  // their checkpoint names ("model<c>." in front with several chunks), and the schedule runner.
+  std::vector<std::unique_ptr<model::GptModel>> chunks_;
+  parallel::NamedTensors params_;
+  std::vector<parallel::TensorParallelLayout> layouts_;
+  std::unique_ptr<parallel::PipelineExecutor> executor_;
+  bool reads_data_ = true;  // stages with the embedding or the loss (every stage for explicit masks)
   std::unique_ptr<parallel::DataParallelBuffers> ddp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::ParamScheduler> scheduler_;
@@ -122,30 +134,14 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{at::make_generator<at::CPUGeneratorImpl>(ps_->default_seed(seed)),
                                                   at::make_generator<at::CPUGeneratorImpl>(ps_->model_parallel_seed(seed))});
-  // Initialisation draws every full weight from the single-process stream (the seed alone, as
-  // --use-cpu-initialization does) and keeps this rank's shard: any layout starts from the same
-  // weights.
-  at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  model_ = std::make_unique<model::GptModel>(to_model_config(args_, padded_vocab_), pc_, init_gen);
-  std::int64_t count = 0;
-  for (const auto& [name, p] : model_->named_parameters()) count += p.numel();
-  if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
-    any_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
-         << ps_->pp_rank() << "): " << count << std::endl;
-  }
-  parallel::DataParallelConfig ddp_config;
-  ddp_config.overlap_grad_reduce = args_.parallel.overlap_grad_reduce;
-  ddp_config.use_distributed_optimizer = args_.parallel.use_distributed_optimizer;
-  ddp_config.bucket_size = args_.parallel.ddp_bucket_size;
-  ddp_ = std::make_unique<parallel::DataParallelBuffers>(model_->named_parameters(), model_->parameter_layouts(), pc_,
-                                                         ddp_config);
+  build_model();
   optimizer_ = std::make_unique<optim::Optimizer>(
       *ddp_, pc_,
       optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps});
   scheduler_ = std::make_unique<optim::ParamScheduler>(to_scheduler_config(args_));
   train_iters_ = total_train_iters(args_);
   const FlopsShape shape{args_.model.num_layers, args_.model.hidden_size, args_.model.ffn_hidden_size,
-                         args_.model.num_attention_heads, model_->config().num_query_groups,
+                         args_.model.num_attention_heads, chunks_.front()->config().num_query_groups,
                          args_.model.kv_channels, padded_vocab_, args_.model.seq_length, args_.model.swiglu};
   flops_per_iteration_ = flops_per_batch(shape, args_.training.global_batch_size);
   num_microbatches_ = num_microbatches(args_);
@@ -153,7 +149,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   maybe_load();
   build_datasets();
   MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters_, "the training split is empty; check --split");
-  if (datasets_.train() != nullptr && iteration_ < train_iters_) {
+  if (datasets_.train() != nullptr && iteration_ < train_iters_ && reads_data_) {
     train_reader_ = std::make_unique<BatchReader>(*datasets_.train(), static_cast<std::uint64_t>(consumed_train_),
                                                   args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp());
   }
@@ -164,6 +160,49 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
     config_file.write(text.data(), text.size());
     config_file.commit();
   }
+}
+
+// The model chunks of this rank's pipeline stage (Megatron's layer split), their data-parallel
+// buffer and the schedule that runs them. Initialisation draws every full weight from the
+// single-process stream (the seed alone, as --use-cpu-initialization does) and keeps this rank's
+// shard of its chunks' layers: any layout starts from the same weights.
+void Trainer::build_model() {
+  const auto& p = args_.parallel;
+  const int pp = ps_->pp(), layers = args_.model.num_layers;
+  const int chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
+      p.num_layers_per_virtual_pipeline_stage ? layers / pp / *p.num_layers_per_virtual_pipeline_stage : 1);
+  const parallel::PipelineLayout layout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
+                                        p.decoder_last_pipeline_num_layers};
+  const model::ModelConfig config = to_model_config(args_, padded_vocab_);
+  const auto seed = static_cast<std::uint64_t>(args_.training.seed);
+  for (int c = 0; c < chunks; ++c) {
+    const auto range = layout.layers(ps_->pp_rank(), c);
+    const model::StageSpec stage{range.first, range.count, ps_->is_first_stage() && c == 0,
+                                 ps_->is_last_stage() && c == chunks - 1};
+    at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init_gen, stage));
+    const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
+    for (const auto& [name, t] : chunks_.back()->named_parameters()) params_.emplace_back(prefix + name, t);
+    const auto& l = chunks_.back()->parameter_layouts();
+    layouts_.insert(layouts_.end(), l.begin(), l.end());
+  }
+  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || args_.data.reset_attention_mask;
+  std::int64_t count = 0;
+  for (const auto& [name, t] : params_) count += t.numel();
+  if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
+    any_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
+         << ps_->pp_rank() << "): " << count << std::endl;
+  }
+  parallel::DataParallelConfig ddp_config;
+  ddp_config.overlap_grad_reduce = p.overlap_grad_reduce;
+  ddp_config.use_distributed_optimizer = p.use_distributed_optimizer;
+  ddp_config.bucket_size = p.ddp_bucket_size;
+  ddp_config.disable_bucketing = chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
+  ddp_ = std::make_unique<parallel::DataParallelBuffers>(params_, layouts_, pc_, ddp_config);
+  const std::int64_t seq = args_.model.seq_length / (config.sequence_parallel && ps_->tp() > 1 ? ps_->tp() : 1);
+  executor_ = std::make_unique<parallel::PipelineExecutor>(
+      pc_, parallel::PipelineShape{pp, chunks, num_microbatches(args_), p.microbatch_group_size_per_vp_stage.value_or(0)},
+      std::vector<std::int64_t>{seq, args_.training.micro_batch_size, args_.model.hidden_size}, at::TensorOptions());
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -216,7 +255,7 @@ void Trainer::maybe_load() {
     for (const auto& d : differences) message += "\n  " + d;
     MEGATRON_FAIL(message);
   }
-  load_parameters(model_->named_parameters(), state.model, folder + "/" + ps_->checkpoint_shard_name());
+  load_parameters(params_, state.model, folder + "/" + ps_->checkpoint_shard_name());
   optimizer_->reload_model_params();
   if (!finetune) {
     iteration_ = state.iteration;
@@ -249,31 +288,62 @@ std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, doubl
   return {v[0], v[1]};
 }
 
-void Trainer::train_step() {
-  const model::ForwardContext ctx{true, &gens_->default_gen, &gens_->model_parallel_gen};
-  ddp_->zero_grad();
+std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, bool training) {
+  const model::ForwardContext ctx = training ? model::ForwardContext{true, &gens_->default_gen, &gens_->model_parallel_gen}
+                                             : model::ForwardContext{false, nullptr, nullptr};
+  std::vector<MicroBatch> batches;
+  if (reads_data_) {
+    for (int m = 0; m < num_microbatches_; ++m) {
+      auto batch = reader->next();
+      MEGATRON_CHECK(batch.has_value(), "the ", training ? "training" : "evaluation", " data ran out at iteration ",
+                     iteration_ + 1, "; this is a bug in the sample counts");
+      batches.push_back(std::move(*batch));
+    }
+  }
   // The losses stay tensors (on the model's device) until the step is done: no host
   // synchronisation per micro-batch.
   at::Tensor loss_sum;
   double tokens = 0.0;
-  for (int m = 0; m < num_microbatches_; ++m) {
-    const auto batch = train_reader_->next();
-    MEGATRON_CHECK(batch.has_value(), "the training data ran out at iteration ", iteration_ + 1,
-                   " (consumed samples ", consumed_train_, "); this is a bug in the sample counts");
-    ddp_->set_last_microbatch(m == num_microbatches_ - 1);
-    const at::Tensor token_loss =
-        model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
-    const at::Tensor sum = (token_loss * batch->loss_mask).sum();
-    ((sum / std::max(1.0, batch->loss_tokens)) / num_microbatches_).backward();
+  parallel::PipelineSteps steps;
+  steps.forward = [&](int m, int c, const at::Tensor& input) {
+    model::GptModel& chunk = *chunks_[static_cast<std::size_t>(c)];
+    if (!chunk.pre_process()) chunk.set_input_tensor(input);
+    static const MicroBatch kNone{};
+    const MicroBatch& b = reads_data_ ? batches[static_cast<std::size_t>(m)] : kNone;
+    const at::Tensor out = chunk.forward(chunk.pre_process() ? b.tokens : at::Tensor(),
+                                         chunk.pre_process() ? b.position_ids : at::Tensor(), b.attention_mask,
+                                         chunk.post_process() ? b.labels : at::Tensor(), ctx);
+    if (!chunk.post_process()) return out;
+    const at::Tensor sum = (out * b.loss_mask).sum();
     loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
-    tokens += batch->loss_tokens;
+    tokens += b.loss_tokens;
+    return (sum / std::max(1.0, b.loss_tokens)) / num_microbatches_;
+  };
+  if (training) {
+    steps.before_backward = [&](int m, int) { ddp_->set_last_microbatch(m == num_microbatches_ - 1); };
+    executor_->train(steps);
+  } else {
+    at::NoGradGuard no_grad;
+    executor_->forward_only(steps);
   }
+  return {loss_sum, tokens};
+}
+
+void Trainer::train_step() {
+  ddp_->zero_grad();
+  const auto [loss_sum, tokens] = run_microbatches(train_reader_.get(), true);
   ddp_->finish_grad_sync();
-  parallel::allreduce_sequence_parallel_grads(ddp_->params(), ddp_->layouts(), pc_);
-  const auto [sum, count] = reduce_loss(loss_sum, tokens);
-  const double loss = sum / std::max(1.0, count);
-  MEGATRON_CHECK(std::isfinite(loss), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
-                 ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
+  parallel::allreduce_sequence_parallel_grads(params_, layouts_, pc_);
+  parallel::allreduce_shared_embedding_grads(params_, layouts_, pc_);
+  // The loss exists on the last pipeline stage, which prints it.
+  double loss = 0.0;
+  if (ps_->is_last_stage()) {
+    const auto [sum, count] = reduce_loss(loss_sum, tokens);
+    loss = sum / std::max(1.0, count);
+    MEGATRON_CHECK(std::isfinite(loss), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
+                   ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
+    result_.iteration_losses.push_back(loss);
+  }
   last_grad_norm_ = optimizer_->clip_grad_norm(args_.optimizer.clip_grad);
   MEGATRON_CHECK(std::isfinite(last_grad_norm_), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
                  ": the gradient norm is not finite; stopping");
@@ -284,28 +354,23 @@ void Trainer::train_step() {
   flops_so_far_ += flops_per_iteration_;
   interval_loss_ += loss;
   ++interval_iters_;
-  result_.iteration_losses.push_back(loss);
 }
 
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
-  at::NoGradGuard no_grad;
-  const model::ForwardContext ctx{false, nullptr, nullptr};
-  BatchReader reader(dataset, static_cast<std::uint64_t>(consumed), args_.training.micro_batch_size, ps_->dp_rank(),
-                     ps_->dp());
+  std::unique_ptr<BatchReader> reader;
+  if (reads_data_) {
+    reader = std::make_unique<BatchReader>(dataset, static_cast<std::uint64_t>(consumed),
+                                           args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp());
+  }
   at::Tensor loss_sum;
   double tokens = 0.0;
   for (std::int64_t i = 0; i < iters; ++i) {
-    for (int m = 0; m < num_microbatches_; ++m) {
-      const auto batch = reader.next();
-      MEGATRON_CHECK(batch.has_value(), "the evaluation data ran out after ", consumed, " samples");
-      const at::Tensor token_loss =
-          model_->forward(batch->tokens, batch->position_ids, batch->attention_mask, batch->labels, ctx);
-      const at::Tensor sum = (token_loss * batch->loss_mask).sum();
-      loss_sum = loss_sum.defined() ? loss_sum + sum : sum;
-      tokens += batch->loss_tokens;
-    }
+    const auto [sum, count] = run_microbatches(reader.get(), false);
+    if (sum.defined()) loss_sum = loss_sum.defined() ? loss_sum + sum : sum;
+    tokens += count;
     consumed += args_.training.global_batch_size;
   }
+  if (!ps_->is_last_stage()) return 0.0;
   const auto [sum, count] = reduce_loss(loss_sum, tokens);
   return sum / std::max(1.0, count);
 }
@@ -348,7 +413,7 @@ void Trainer::save() {
   state.optimizer_steps = optimizer_->step_count();
   state.floating_point_operations_so_far = flops_so_far_;
   state.config = run_config();
-  state.model = model_->named_parameters();
+  state.model = params_;
   if (!args_.checkpoint.no_save_optim) state.optimizer = optimizer_->state();
   if (!args_.checkpoint.no_save_rng) {
     state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};

@@ -20,6 +20,16 @@
 
 namespace megatron::model {
 
+// The part of the model one pipeline chunk holds: transformer layers [first_layer, first_layer +
+// num_layers) of the whole model, the embedding when it is the first virtual stage, the final
+// norm, output layer and loss when it is the last (parallel::PipelineLayout says which).
+struct StageSpec {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool pre_process = true;
+  bool post_process = true;
+};
+
 class GptModel {
  public:
   // Initialises every parameter from `init_gen` (a CPU generator) in a fixed order (Megatron's
@@ -30,6 +40,13 @@ class GptModel {
   // the model. Throws megatron::Error listing every size not divisible by the TP size.
   GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& init_gen,
            const at::TensorOptions& options = {});
+  // One pipeline chunk: draws the whole model's parameters in the single-process order (from a
+  // generator at the same start) and keeps those of `stage`. With tied embeddings, a last chunk
+  // that is not also the first holds output_layer.weight equal to the word embedding (Megatron's
+  // copy on the last stage); both carry the shared_embedding attribute, and their gradients must
+  // be summed over the embedding group each step (parallel::allreduce_shared_embedding_grads).
+  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& init_gen,
+           const StageSpec& stage, const at::TensorOptions& options = {});
 
   // First stage: tokens / position_ids [b, s] int64. Other stages: set_input_tensor() first.
   // mask: [b or 1, 1, s, s] bool (true = masked), or undefined for plain causal attention.

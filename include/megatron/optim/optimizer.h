@@ -31,7 +31,8 @@ class Optimizer {
   // After the DP reduction (DataParallelBuffers::finish_grad_sync and the sequence-parallel TP
   // reduction): the L2 norm of the whole model's gradient, each element counted once. Sums the
   // squares of the gradients this rank owns (its shards with the distributed optimizer), skipping
-  // TP-replicated parameters (partition_dim -1) except on TP rank 0, over the model-parallel group
+  // TP-replicated parameters (partition_dim -1) except on TP rank 0 and the last stage's copy of a
+  // tied embedding, over the model-parallel group
   // (over every rank with the distributed optimizer, whose shards are disjoint). The squares are
   // accumulated in fp64 (unlike adamw.h's clip_grad_norm: fp32 per-tensor norms), which makes the
   // norm independent of the sharding: every DP size and bucket layout clips by the same factor.

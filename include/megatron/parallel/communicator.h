@@ -103,9 +103,10 @@ class Communicator {
   [[nodiscard]] virtual Work reduce_scatter(at::Tensor& output, const at::Tensor& input, const ProcessGroup& g) = 0;
   // Every rank's `t` becomes the group rank `root`'s.
   [[nodiscard]] virtual Work broadcast(at::Tensor& t, int root, const ProcessGroup& g) = 0;
-  // Point to point with group rank `peer`; matched in issue order per pair.
-  [[nodiscard]] virtual Work send(const at::Tensor& t, int peer, const ProcessGroup& g) = 0;
-  [[nodiscard]] virtual Work recv(at::Tensor& t, int peer, const ProcessGroup& g) = 0;
+  // Point to point with group rank `peer`; matched by tag (0 to 32767), in issue order per pair
+  // and tag.
+  [[nodiscard]] virtual Work send(const at::Tensor& t, int peer, const ProcessGroup& g, int tag = 0) = 0;
+  [[nodiscard]] virtual Work recv(at::Tensor& t, int peer, const ProcessGroup& g, int tag = 0) = 0;
   [[nodiscard]] virtual Work barrier(const ProcessGroup& g) = 0;
 
   // Ends every rank of the job (MPI_Abort) after this rank printed its error. Never returns.

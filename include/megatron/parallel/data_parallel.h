@@ -7,7 +7,7 @@
 // reduction starts from a backward hook as soon as its last gradient of the last micro-batch is
 // accumulated. A DP group of one rank keeps the same buffers and skips the communication.
 // Not handled: several dtypes in one model (one buffer per dtype), parameters that do not require
-// grad, the shared-embedding bucket split and --overlap-param-gather.
+// grad, and --overlap-param-gather.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -64,8 +64,10 @@ std::optional<std::int64_t> effective_bucket_size(const DataParallelConfig& conf
 // holds at least `bucket_size` elements (unset: one bucket). For the distributed optimizer
 // (`pad_for_dp`) every parameter starts at a multiple of 64 elements and every bucket ends at a
 // multiple of lcm(dp_size, 128), so it splits into dp_size equal shards; otherwise no padding.
+// Parameters marked in `own_bucket` get a bucket to themselves (Megatron: the shared embedding
+// with the distributed optimizer, so that the first and last stage shard it alike).
 BufferLayout make_buffer_layout(const std::vector<std::int64_t>& numels, std::optional<std::int64_t> bucket_size,
-                                int dp_size, bool pad_for_dp);
+                                int dp_size, bool pad_for_dp, const std::vector<bool>& own_bucket = {});
 
 // The buffers of one model chunk and the DP reduction of its gradients. Construction moves every
 // parameter's values into the param buffer (the tensors the model holds become views into it,
@@ -136,6 +138,13 @@ class DataParallelBuffers {
   at::Tensor param_data_, grad_data_;
   std::shared_ptr<Core> core_;  // bucket state, shared weakly with the backward hooks
 };
+
+// Megatron's _allreduce_word_embedding_grads: the gradients of parameters marked
+// shared_embedding (the word embedding on the first stage, its copy in the output layer on the
+// last) are summed over the embedding group. Call after finish_grad_sync(); nothing to do when the
+// group has one rank.
+void allreduce_shared_embedding_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
+                                      const ParallelContext& pc);
 
 // Megatron's _allreduce_layernorm_grads: the gradients of parameters whose layout says
 // sequence_parallel are summed over the tensor-parallel group (one coalesced all-reduce). Call

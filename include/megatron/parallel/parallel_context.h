@@ -38,6 +38,10 @@ struct TensorParallelLayout {
   // Replicated over TP but fed by this rank's share of the sequence (norms under
   // --sequence-parallel): its gradient is summed over TP before the optimizer step.
   bool sequence_parallel = false;
+  // The word embedding on the first pipeline stage or its copy, the output layer, on the last
+  // (tied embeddings with PP > 1): their gradients are summed over the embedding group, and the
+  // data-parallel buffer gives them a bucket of their own so that both stages shard them alike.
+  bool shared_embedding = false;
 
   bool sharded() const { return partition_dim >= 0; }
 };

@@ -99,11 +99,15 @@ class VocabParallelEmbedding {
   VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std, at::Generator& gen,
                          const ParallelContext& pc, bool reduce_scatter_embeddings = false,
                          const at::TensorOptions& options = {});
+  // From the full table [V_pad, h], already drawn.
+  VocabParallelEmbedding(const at::Tensor& full_weight, const ParallelContext& pc, bool reduce_scatter_embeddings = false,
+                         const at::TensorOptions& options = {});
   // ids [b, s] -> [b, s, h] all-reduced over TP; with reduce_scatter_embeddings ->
   // [s/tp, b, h] (transposed to sequence-first, then reduce-scattered along s).
   at::Tensor forward(const at::Tensor& ids) const;
   const at::Tensor& weight() const { return weight_; }
-  void collect(const std::string& prefix, ParameterList& out) const;  // partition dim 0
+  // Partition dim 0; `shared_embedding` marks it tied to an output layer on another stage.
+  void collect(const std::string& prefix, ParameterList& out, bool shared_embedding = false) const;
 
  private:
   const ParallelContext* pc_;

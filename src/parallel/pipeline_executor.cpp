@@ -127,7 +127,18 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
           MEGATRON_ASSERT(false, "not a transfer");
       }
     }
-    for (auto& w : receives) w.wait();
+    for (std::size_t w = 0; w < receives.size(); ++w) {
+      try {
+        receives[w].wait();
+      } catch (const Error& error) {
+        // Name the stage and the transfer; the communicator's message names rank, group and operation.
+        const bool forward = w < received_inputs.size();
+        const Key& k = forward ? received_inputs[w].first : received_grads[w - received_inputs.size()].first;
+        MEGATRON_FAIL(error.what(), " [pipeline stage ", stage, " of ", stages, " waiting for the ",
+                      forward ? "activation" : "gradient", " of micro-batch ", k.first, ", chunk ", k.second, " from stage ",
+                      forward ? prev : next, "]");
+      }
+    }
     for (auto& [k, t] : received_inputs) inputs[k] = training ? t.requires_grad_(true) : t;
     for (auto& [k, t] : received_grads) output_grads[k] = t;
     // Let finished sends go (their buffers with them).

@@ -137,7 +137,8 @@ void Resolver::batch_size() {
 // (PipelineLayout and PipelineShape carry Megatron's rules); the virtual stage count message.
 void Resolver::pipeline() {
   auto& p = a_.parallel;
-  const int pp = parallel_ok_ ? p.pipeline_model_parallel_size : 1;
+  // The layer split depends on the pipeline size alone (even when the world size does not fit it).
+  const int pp = p.pipeline_model_parallel_size >= 1 ? p.pipeline_model_parallel_size : 1;
   const int layers = a_.model.num_layers;
   int chunks = 1;
   if (!options_.support.pipeline_parallel) {
@@ -161,7 +162,7 @@ void Resolver::pipeline() {
   const parallel::PipelineLayout layout{layers, pp, chunks, uneven ? p.decoder_first_pipeline_num_layers : std::nullopt,
                                         uneven ? p.decoder_last_pipeline_num_layers : std::nullopt};
   for (auto& message : layout.validate()) problem(std::move(message));
-  if (chunks > 1 && pp > 1 && mbs_ok_ && gbs_ok_) {
+  if (chunks > 1 && pp > 1 && parallel_ok_ && mbs_ok_ && gbs_ok_) {
     const auto& t = a_.training;
     const parallel::PipelineShape shape{pp, chunks, t.global_batch_size / (t.micro_batch_size * p.data_parallel_size),
                                         p.microbatch_group_size_per_vp_stage.value_or(0)};

@@ -13,15 +13,8 @@ MPIEXEC=${7:?"usage: $0 <lib.sh's six arguments> MPIEXEC"}
 set -- "${@:1:6}"
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
-# Open MPI as root, oversubscribed (up to 4 ranks on 2 cores) without busy-waiting.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-mpi() {  # mpi NP ARGS...: megatron_train on NP ranks
-  local np=$1
-  shift
-  "$MPIEXEC" -n "$np" --oversubscribe --bind-to none "$TRAIN" "$@"
-}
+# shellcheck source=mpi_lib.sh
+source "$(dirname "$0")/mpi_lib.sh"
 
 ITERS=20
 # A small GPT on the golden dataset, no dropout (dropout masks differ between layouts by design).
@@ -35,33 +28,6 @@ base() {  # base TP: the common flags for tensor-parallel size TP
     --vocab-file "$VOCAB" --merge-file "$MERGES" --tokenizer-type GPT2BPETokenizer --log-interval 1 \
     --eval-interval 1000 --eval-iters 1 --make-vocab-size-divisible-by $((512 / $1)) --train-iters $ITERS \
     --tensor-model-parallel-size "$1"
-}
-
-# losses FILE: "iteration loss" per iteration line of FILE.
-losses() {
-  sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* lm loss: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"
-}
-
-# compare_losses REF FILE WHAT [FIRST]: every iteration of FILE (from FIRST on) within 1e-5
-# relative of REF's.
-compare_losses() {
-  local first=${4:-1}
-  losses "$1" >"$WORK/ref.txt"
-  losses "$2" >"$WORK/got.txt"
-  awk -v first="$first" -v what="$3" -v last="$ITERS" '
-    NR == FNR { ref[$1] = $2; next }
-    { got[$1] = $2 }
-    END {
-      n = 0; worst = 0
-      for (i = first; i <= last; i++) {
-        if (!(i in ref) || !(i in got)) { printf "FAIL: %s: iteration %d missing\n", what, i > "/dev/stderr"; exit 1 }
-        d = ref[i] - got[i]; if (d < 0) d = -d; rel = d / ref[i]
-        if (rel > worst) worst = rel
-        if (rel > 1e-5) { printf "FAIL: %s: iteration %d lm loss %s, single process %s (relative %.2e)\n", what, i, got[i], ref[i], rel > "/dev/stderr"; exit 1 }
-        n++
-      }
-      printf "   ok: %s: %d iterations within 1e-5 of the single-process run (worst %.1e)\n", what, n, worst
-    }' "$WORK/ref.txt" "$WORK/got.txt" || { show "$2" "$3 output"; exit 1; }
 }
 
 step "single-process reference run"
@@ -138,10 +104,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 grep -q ' iteration *3/' "$WORK/kill_out.txt" || { kill -9 $job; show "$WORK/kill_err.txt" stderr; fail "training did not start"; }
-victim=""
-for pid in $(pgrep -f -- "$WORK/cache"); do
-  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
-done
+victim=$(rank_pid "$WORK/cache" 1)
 [[ -n $victim ]] || { kill -9 $job; fail "could not find rank 1's process"; }
 start=$SECONDS
 kill -9 "$victim"
@@ -169,9 +132,7 @@ job=$!
 victim=""
 for _ in $(seq 6000); do
   if compgen -G "$big/iter_0000004.tmp.*" >/dev/null; then
-    for pid in $(pgrep -f -- "--save $big --load"); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$pid; fi
-    done
+    victim=$(rank_pid "--save $big --load" 1)
     [[ -n $victim ]] && kill -9 "$victim"
     break
   fi

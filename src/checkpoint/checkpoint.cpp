@@ -277,6 +277,7 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
       const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
       layout.dp = meta.value("data_parallel_size", 1);
       layout.distributed_optimizer = meta.value("distributed_optimizer", false);
+      if (meta.contains("config")) layout.config = meta.at("config");
     } catch (const nlohmann::json::exception& e) {
       MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
     }

@@ -86,6 +86,7 @@ class Trainer {
   parallel::NamedTensors params_;
   std::vector<parallel::TensorParallelLayout> layouts_;
   std::unique_ptr<parallel::PipelineExecutor> executor_;
+  parallel::PipelineLayout layout_;  // the layer split over stages and chunks
   bool reads_data_ = true;  // stages with the embedding or the loss (every stage for explicit masks)
   std::unique_ptr<parallel::DataParallelBuffers> ddp_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -171,8 +172,9 @@ void Trainer::build_model() {
   const int pp = ps_->pp(), layers = args_.model.num_layers;
   const int chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
       p.num_layers_per_virtual_pipeline_stage ? layers / pp / *p.num_layers_per_virtual_pipeline_stage : 1);
-  const parallel::PipelineLayout layout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
-                                        p.decoder_last_pipeline_num_layers};
+  layout_ = parallel::PipelineLayout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
+                                     p.decoder_last_pipeline_num_layers};
+  const parallel::PipelineLayout& layout = layout_;
   const model::ModelConfig config = to_model_config(args_, padded_vocab_);
   const auto seed = static_cast<std::uint64_t>(args_.training.seed);
   for (int c = 0; c < chunks; ++c) {
@@ -236,19 +238,28 @@ void Trainer::maybe_load() {
   const bool finetune = args_.checkpoint.finetune;
   const std::string folder = checkpoint::iteration_folder(root, *tracker);
   out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
-  // The layout first: a checkpoint of another TP or PP size has other shards.
-  const auto layout = checkpoint::read_layout(root, *tracker);
-  if (layout.tp != ps_->tp() || layout.pp != ps_->pp()) {
-    MEGATRON_FAIL("checkpoint ", folder, " was saved with tensor-model-parallel size ", layout.tp,
-                  " x pipeline-model-parallel size ", layout.pp, "; this run uses ", ps_->tp(), " x ", ps_->pp(),
-                  ". Resharding a checkpoint comes with pipeline parallelism; until then resume with --tensor-model-parallel-size ",
-                  layout.tp, " --pipeline-model-parallel-size ", layout.pp, " (any data-parallel size)");
+  // The layout first: a checkpoint of another TP size or layer split is resharded on the fly.
+  const auto saved = checkpoint::read_layout(root, *tracker);
+  const parallel::PipelineLayout saved_split =
+      saved.config.is_null() ? layout_ : saved_pipeline_layout(saved.config, saved.pp);
+  const bool reshard = saved.tp != ps_->tp() || saved.pp != ps_->pp() || saved_split.chunks != layout_.chunks ||
+                       saved_split.first_stage_layers != layout_.first_stage_layers ||
+                       saved_split.last_stage_layers != layout_.last_stage_layers;
+  const bool load_optim = !finetune && !args_.checkpoint.no_load_optim;
+  checkpoint::CheckpointState state;
+  if (reshard) {
+    out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
+         << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
+         << " virtual stages per pipeline rank) to " << ps_->tp() << " x " << ps_->pp() << " (" << layout_.chunks
+         << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
+    state = load_resharded(root, *tracker, {saved.tp, saved_split},
+                           {params_, layouts_, ps_->tp_rank(), ps_->tp(), ps_->pp_rank(), layout_}, load_optim);
+  } else {
+    // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
+    state = checkpoint::load_checkpoint(
+        root, *tracker, ps_->checkpoint_shard_name(), load_optim, !finetune && !args_.checkpoint.no_load_rng,
+        [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   }
-  // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
-  const auto state = checkpoint::load_checkpoint(
-      root, *tracker, ps_->checkpoint_shard_name(), !finetune && !args_.checkpoint.no_load_optim,
-      !finetune && !args_.checkpoint.no_load_rng,
-      [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   const auto differences = model_shape_differences(state.config, run_config());
   if (!differences.empty()) {
     std::string message = "checkpoint " + folder + " was saved for a different model:";

@@ -14,6 +14,7 @@
 #include "megatron/model/gpt_model.h"
 #include "megatron/optim/adamw.h"
 #include "megatron/optim/param_scheduler.h"
+#include "megatron/parallel/pipeline_layout.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/train/arguments.h"
 
@@ -58,5 +59,28 @@ std::vector<std::string> model_shape_differences(const nlohmann::json& saved, co
 // (differences are listed in the error).
 void load_parameters(const parallel::NamedTensors& params, const checkpoint::NamedTensors& saved,
                      const std::string& where);
+
+// Resharding a checkpoint saved in another TP x PP layout (reshard.cpp): what was saved ...
+struct ReshardSource {
+  int tp = 1;
+  parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
+};
+// ... and what this rank holds now: its parameters under their current names, their TP layouts,
+// its TP rank and size, its pipeline stage and the current layer split.
+struct ReshardTarget {
+  const parallel::NamedTensors& params;
+  const std::vector<parallel::TensorParallelLayout>& layouts;
+  int tp_rank = 0;
+  int tp = 1;
+  int pp_rank = 0;
+  parallel::PipelineLayout layout;
+};
+// This rank's parameters cut from the saved shards (model), and with `load_optimizer` its whole
+// fp32 optimizer state as one piece per parameter and key ("<name>/<key>/0", in optimizer_parts);
+// counters and config from the saved first shard; no RNG state (the streams belong to a layout).
+checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
+                                           const ReshardTarget& target, bool load_optimizer);
+// The layer split a saved run configuration used, at pipeline size `pp` (its mp_rank folders).
+parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp);
 
 }  // namespace megatron::train

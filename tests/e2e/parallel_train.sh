@@ -3,9 +3,8 @@
 # mpirun at TP2, TP2+SP, TP4+SP, DP2, DP4 and TP2xDP2+SP, with and without the distributed
 # optimizer and overlapped gradient reduction, gives every iteration's lm loss within 1e-5
 # (relative) of the single-process run with the same global batch; a TP2xDP2 run with the
-# distributed optimizer resumes exactly, and resumes at another DP size; another TP size is
-# refused naming both layouts; an error on one rank is printed with its rank and ends the job;
-# a rank killed with SIGKILL ends the job with a message naming it, and one killed in the middle
+# distributed optimizer resumes exactly, and resumes at another DP size and at TP1 (resharded);
+# an error on one rank is printed with its rank and ends the job; a rank killed with SIGKILL ends the job with a message naming it, and one killed in the middle
 # of a save leaves the previous checkpoint loadable and the tracker untouched.
 # Called with lib.sh's six arguments (megatron_train's path last), then MPIEXEC.
 set -uo pipefail
@@ -82,10 +81,11 @@ step "the same checkpoint resumes at TP2 x DP1 (the optimizer shards re-split)"
 assert_succeeds mpi 2 $(base 2) "${RESUME[@]}" --load "$ckpt"
 compare_losses "$WORK/tp2_dp2_sp_distopt_overlap.txt" "$WORK/out.txt" "resumed at DP1" 11
 
-step "another TP size is refused naming both layouts"
+step "another TP size reshards the checkpoint (distributed optimizer state included)"
 # shellcheck disable=SC2046
-assert_fails_with "was saved with tensor-model-parallel size 2 x pipeline-model-parallel size 1; this run uses 1 x 1" \
-  "$TRAIN" $(base 1) --load "$ckpt"
+assert_succeeds "$TRAIN" $(base 1) --load "$ckpt"
+assert_contains "$WORK/out.txt" "resharding checkpoint $ckpt/iter_0000010 from tensor-model-parallel size 2 x pipeline-model-parallel size 1"
+compare_losses "$WORK/ref1.txt" "$WORK/out.txt" "resumed at TP1" 11
 
 step "an error on one rank is printed with its rank and ends every rank"
 cp -r "$ckpt" "$WORK/broken"

@@ -2,7 +2,9 @@
 # Pipeline parallelism end to end (issue 10): megatron_train under mpirun at PP2, PP4, PP2 with two
 # virtual stages, PP4 with uneven first and last stages, TP2xPP2, and TP2xPP2xDP2 with virtual
 # stages, sequence parallelism, the distributed optimizer and overlap (8 ranks) gives every
-# iteration's lm loss within 1e-5 (relative) of the single-process run; TP2xPP2 resumes exactly;
+# iteration's lm loss within 1e-5 (relative) of the single-process run; TP2xPP2 resumes exactly,
+# and its checkpoint resumes at TP1xPP1, TP4xPP1, TP1xPP4 and PP2 with virtual stages (model and
+# optimizer resharded on --load) with the single-process losses;
 # Megatron's pipeline flag checks are reported together; a stage that never sends ends the job
 # within the timeout, naming the stage and the transfer.
 # Called with lib.sh's six arguments (megatron_train's path last), then MPIEXEC.
@@ -80,6 +82,21 @@ losses "$WORK/tp2_pp2.txt" | awk '$1 > 10' >"$WORK/straight.txt"
 cmp -s "$WORK/resumed.txt" "$WORK/straight.txt" ||
   { diff "$WORK/straight.txt" "$WORK/resumed.txt" >&2; fail "the resumed run's losses differ from the uninterrupted run's"; }
 ok "iterations 11-$ITERS identical to the uninterrupted run"
+
+step "the TP2 x PP2 checkpoint reshards on --load: TP1 x PP1, TP4 x PP1, TP1 x PP4, PP2 with virtual stages"
+reshard() {  # reshard NAME NP TP EXTRA...: resumes the TP2 x PP2 checkpoint and compares iterations 11-20
+  local name=$1 np=$2 tp=$3
+  shift 3
+  # shellcheck disable=SC2046
+  assert_succeeds mpi "$np" $(base "$tp" 4) --load "$ckpt" "$@"
+  assert_contains "$WORK/out.txt" "resharding checkpoint $ckpt/iter_0000010 from tensor-model-parallel size 2 x pipeline-model-parallel size 2"
+  cp "$WORK/out.txt" "$WORK/$name.txt"
+  compare_losses "$WORK/ref4.txt" "$WORK/$name.txt" "$name (model and optimizer resharded)" 11
+}
+reshard resharded_tp1_pp1 1 1
+reshard resharded_tp4_pp1 4 4
+reshard resharded_tp1_pp4 4 1 --pipeline-model-parallel-size 4
+reshard resharded_pp2_virtual2 2 1 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
 
 step "pipeline flag problems are reported together before any work"
 # shellcheck disable=SC2046

@@ -97,6 +97,7 @@ struct SavedLayout {
   int pp = 1;
   int dp = 1;
   bool distributed_optimizer = false;
+  nlohmann::json config;  // the run configuration it was saved with (empty if unknown)
 };
 SavedLayout read_layout(const std::string& root, std::int64_t iteration);
 

@@ -1,0 +1,179 @@
+// Loading a checkpoint saved in another tensor x pipeline layout (see trainer_parts.h): every
+// parameter this rank holds is found in the saved layout (which stage and chunk held its layer,
+// under which stage-local name), its saved TP shards are joined into the full tensor and this
+// rank's shard is cut from it; the optimizer's fp32 state (main parameters and both moments) is
+// joined and cut the same way, from the pieces of every data-parallel rank's file.
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "megatron/core/check.h"
+#include "megatron/parallel/parallel_state.h"
+#include "trainer_parts.h"
+
+namespace megatron::train {
+namespace {
+
+constexpr const char* kLayers = "decoder.layers.";
+constexpr const char* kStateKeys[] = {"param", "exp_avg", "exp_avg_sq"};
+
+// "model<c>." when a stage has several chunks.
+std::string chunk_prefix(int chunk, int chunks) { return chunks > 1 ? "model" + std::to_string(chunk) + "." : ""; }
+
+struct Where {
+  int stage = 0;
+  std::string name;  // as the saved stage names it
+};
+
+class Resharder {
+ public:
+  Resharder(const std::string& root, std::int64_t iteration, const ReshardSource& saved, const ReshardTarget& target,
+            bool load_optimizer)
+      : root_(root), iteration_(iteration), saved_(saved), target_(target), load_optimizer_(load_optimizer) {}
+
+  checkpoint::CheckpointState run() {
+    checkpoint::CheckpointState out = shard(0, 0);  // counters and config
+    out.model.clear();
+    out.optimizer.clear();
+    out.optimizer_parts.clear();
+    out.rng.clear();
+    parallel::NamedTensors pieces;
+    for (std::size_t i = 0; i < target_.params.size(); ++i) {
+      const auto& [name, param] = target_.params[i];
+      const parallel::TensorParallelLayout& layout = target_.layouts[i];
+      const Where where = locate(name);
+      std::vector<at::Tensor> shards;
+      for (int t = 0; t < saved_.tp; ++t) shards.push_back(find(shard(t, where.stage).model, where.name, t, where.stage));
+      const at::Tensor mine = cut(join(shards, layout), layout);
+      MEGATRON_CHECK(mine.sizes() == param.sizes(), "cannot reshard ", where.name, " (", name, "): its saved full shape ",
+                     join(shards, layout).sizes(), " does not fit this model's shard ", param.sizes(),
+                     " (a different padded vocabulary? keep --make-vocab-size-divisible-by x TP the same)");
+      out.model.emplace_back(name, mine);
+      if (!load_optimizer_) continue;
+      for (const char* key : kStateKeys) {
+        std::vector<at::Tensor> state_shards;
+        for (int t = 0; t < saved_.tp; ++t) {
+          state_shards.push_back(assemble_state(where, key, t, shards[static_cast<std::size_t>(t)]));
+        }
+        pieces.emplace_back(name + "/" + key + "/0", cut(join(state_shards, layout), layout).reshape({-1}).contiguous());
+      }
+    }
+    if (load_optimizer_) out.optimizer_parts.push_back(std::move(pieces));
+    return out;
+  }
+
+ private:
+  // The saved stage and name of a parameter this rank holds (its current name).
+  Where locate(const std::string& name) {
+    int chunk = 0;
+    std::string rest = name;
+    if (target_.layout.chunks > 1) {
+      const auto dot = rest.find('.');
+      chunk = std::stoi(rest.substr(5, dot - 5));  // "model<c>."
+      rest = rest.substr(dot + 1);
+    }
+    const parallel::PipelineLayout& from = saved_.layout;
+    if (rest.starts_with(kLayers)) {
+      const auto dot = rest.find('.', std::string(kLayers).size());
+      const int local = std::stoi(rest.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
+      const int global = target_.layout.layers(target_.pp_rank, chunk).first + local;
+      for (int p = 0; p < from.stages; ++p) {
+        for (int c = 0; c < from.chunks; ++c) {
+          const auto range = from.layers(p, c);
+          if (global >= range.first && global < range.first + range.count) {
+            return {p, chunk_prefix(c, from.chunks) + kLayers + std::to_string(global - range.first) + rest.substr(dot)};
+          }
+        }
+      }
+      MEGATRON_FAIL("layer ", global, " is in no stage of the saved layout");
+    }
+    if (rest.starts_with("embedding.")) return {0, chunk_prefix(0, from.chunks) + rest};
+    const std::string last = chunk_prefix(from.chunks - 1, from.chunks);
+    // A tied output layer saved without pipelining is the word embedding itself.
+    if (rest == "output_layer.weight" && !has(shard(0, from.stages - 1).model, last + rest)) {
+      return {0, chunk_prefix(0, from.chunks) + "embedding.word_embeddings.weight"};
+    }
+    return {from.stages - 1, last + rest};
+  }
+
+  const checkpoint::CheckpointState& shard(int tp_rank, int stage) {
+    const std::string folder = parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages);
+    auto it = cache_.find(folder);
+    if (it == cache_.end()) {
+      it = cache_.emplace(folder, checkpoint::load_checkpoint(root_, iteration_, folder, load_optimizer_, false)).first;
+    }
+    return it->second;
+  }
+
+  static bool has(const checkpoint::NamedTensors& tensors, const std::string& name) {
+    for (const auto& [n, t] : tensors) {
+      if (n == name) return true;
+    }
+    return false;
+  }
+
+  at::Tensor find(const checkpoint::NamedTensors& tensors, const std::string& name, int tp_rank, int stage) const {
+    for (const auto& [n, t] : tensors) {
+      if (n == name) return t;
+    }
+    MEGATRON_FAIL("checkpoint ", root_, " iteration ", iteration_, ": ",
+                  parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages), " has no ", name);
+  }
+
+  // One saved TP shard's fp32 state `key` of a parameter, from the pieces of every DP rank's file.
+  at::Tensor assemble_state(const Where& where, const char* key, int tp_rank, const at::Tensor& like) {
+    at::Tensor flat = at::full({like.numel()}, std::numeric_limits<float>::quiet_NaN(), at::kFloat);
+    std::int64_t covered = 0;
+    std::map<std::int64_t, std::int64_t> seen;  // offset -> size (DP ranks of a plain optimizer repeat pieces)
+    const std::string prefix = where.name + "/" + key + "/";
+    for (const auto& part : shard(tp_rank, where.stage).optimizer_parts) {
+      for (const auto& [n, data] : part) {
+        if (!n.starts_with(prefix)) continue;
+        const std::int64_t offset = std::stoll(n.substr(prefix.size()));
+        if (!seen.emplace(offset, data.numel()).second) continue;
+        MEGATRON_CHECK(offset + data.numel() <= flat.numel(), "optimizer piece ", n, " runs past its parameter");
+        flat.narrow(0, offset, data.numel()).copy_(data);
+        covered += data.numel();
+      }
+    }
+    MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", key, "' of ", where.name,
+                   " in ", parallel::ParallelState::checkpoint_shard_name(tp_rank, where.stage, saved_.layout.stages),
+                   " covers ", covered, " of ", flat.numel(), " elements");
+    return flat.view(like.sizes());
+  }
+
+  at::Tensor join(const std::vector<at::Tensor>& shards, const parallel::TensorParallelLayout& layout) const {
+    return parallel::full_from_shards(shards, layout);
+  }
+  at::Tensor cut(const at::Tensor& full, const parallel::TensorParallelLayout& layout) const {
+    return parallel::shard_of_full(full, layout, target_.tp_rank, target_.tp);
+  }
+
+  std::string root_;
+  std::int64_t iteration_;
+  ReshardSource saved_;
+  const ReshardTarget& target_;
+  bool load_optimizer_;
+  std::map<std::string, checkpoint::CheckpointState> cache_;
+};
+
+}  // namespace
+
+checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
+                                           const ReshardTarget& target, bool load_optimizer) {
+  return Resharder(root, iteration, saved, target, load_optimizer).run();
+}
+
+parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp) {
+  auto opt = [&](const char* key) -> std::optional<int> {
+    if (!config.contains(key) || config.at(key).is_null()) return std::nullopt;
+    return config.at(key).get<int>();
+  };
+  const int layers = config.at("num_layers").get<int>();
+  int chunks = opt("num_virtual_stages_per_pipeline_rank").value_or(1);
+  if (const auto per = opt("num_layers_per_virtual_pipeline_stage")) chunks = layers / pp / *per;
+  return {layers, pp, chunks, opt("decoder_first_pipeline_num_layers"), opt("decoder_last_pipeline_num_layers")};
+}
+
+}  // namespace megatron::train

@@ -7,6 +7,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -56,6 +57,9 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
   };
   std::map<Key, at::Tensor> inputs, outputs, output_grads, input_grads;
   std::vector<Work> sends;
+  using Clock = std::chrono::steady_clock;
+  const auto run_start = Clock::now();
+  Clock::duration busy{};
   std::size_t i = 0;
   while (i < events.size()) {
     const PipelineEvent& e = events[i];
@@ -63,7 +67,9 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     if (e.op == PipelineOp::kForward) {
       at::Tensor input;
       if (!first_virtual(e.chunk)) input = take(inputs, key, "received input");
+      const auto step_start = Clock::now();
       at::Tensor output = steps.forward(e.microbatch, e.chunk, input);
+      busy += Clock::now() - step_start;
       MEGATRON_ASSERT(output.defined(), "pipeline forward step returned nothing");
       if (training) {
         if (input.defined()) inputs[key] = input;  // kept for the input gradient
@@ -77,11 +83,14 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     if (e.op == PipelineOp::kBackward) {
       if (steps.before_backward) steps.before_backward(e.microbatch, e.chunk);
       const at::Tensor output = take(outputs, key, "forward output");
-      if (last_virtual(e.chunk)) {
-        torch::autograd::backward({output});
+      const at::Tensor output_grad = last_virtual(e.chunk) ? at::Tensor() : take(output_grads, key, "received output gradient");
+      const auto step_start = Clock::now();
+      if (output_grad.defined()) {
+        torch::autograd::backward({output}, {output_grad});
       } else {
-        torch::autograd::backward({output}, {take(output_grads, key, "received output gradient")});
+        torch::autograd::backward({output});
       }
+      busy += Clock::now() - step_start;
       if (!first_virtual(e.chunk)) {
         const at::Tensor input = take(inputs, key, "forward input");
         MEGATRON_ASSERT(input.grad().defined(), "pipeline backward step left no input gradient for micro-batch ",
@@ -150,6 +159,7 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     i = end;
   }
   for (auto& w : sends) w.wait();
+  timing_ = {std::chrono::duration<double>(busy).count(), std::chrono::duration<double>(Clock::now() - run_start).count()};
   MEGATRON_ASSERT(outputs.empty() && output_grads.empty() && input_grads.empty(),
                   "pipeline executor: the schedule left steps unfinished");
 }

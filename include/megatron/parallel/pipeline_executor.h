@@ -42,6 +42,14 @@ class PipelineExecutor {
 
   const PipelineShape& shape() const { return shape_; }
 
+  // Where the last run() spent its time on this rank: in the forward and backward steps, and in
+  // all (steps, transfers and waits). 1 - busy / total is this stage's idle share (its bubble).
+  struct Timing {
+    double busy_seconds = 0.0;
+    double total_seconds = 0.0;
+  };
+  const Timing& last_timing() const { return timing_; }
+
  private:
   void run(const std::vector<PipelineEvent>& events, const PipelineSteps& steps, bool training);
 
@@ -49,6 +57,7 @@ class PipelineExecutor {
   PipelineShape shape_;
   std::vector<std::int64_t> activation_shape_;
   at::TensorOptions options_;
+  Timing timing_;
 };
 
 }  // namespace megatron::parallel

@@ -4,8 +4,9 @@
 # optimizer and overlapped gradient reduction, gives every iteration's lm loss within 1e-5
 # (relative) of the single-process run with the same global batch; a TP2xDP2 run with the
 # distributed optimizer resumes exactly, and resumes at another DP size and at TP1 (resharded);
-# an error on one rank is printed with its rank and ends the job; a rank killed with SIGKILL ends the job with a message naming it, and one killed in the middle
-# of a save leaves the previous checkpoint loadable and the tracker untouched.
+# an error on one rank is printed with its rank and ends the job; a rank killed with SIGKILL ends
+# the job with a message naming it, and one killed in the middle of a save leaves the previous
+# checkpoint loadable and the tracker untouched.
 # Called with lib.sh's six arguments (megatron_train's path last), then MPIEXEC.
 set -uo pipefail
 MPIEXEC=${7:?"usage: $0 <lib.sh's six arguments> MPIEXEC"}

@@ -175,14 +175,13 @@ std::vector<ChunkStep> interleaved_forward_order(const PipelineShape& shape) {
 }
 
 std::vector<PipelineEvent> forward_only_schedule(const PipelineShape& shape, int stage) {
+  // The interleaved forward order, so that a stage works on the next micro-batches of a chunk
+  // while earlier ones travel round the pipeline (in micro-batch order for one chunk).
   Builder b(shape, stage);
-  for (int m = 0; m < shape.microbatches; ++m) {
-    for (int c = 0; c < shape.chunks; ++c) {
-      const ChunkStep f{m, c};
-      b.exchange(nullptr, &f, nullptr, nullptr);
-      b.forward(f);
-      b.exchange(nullptr, nullptr, &f, nullptr);
-    }
+  for (const ChunkStep& f : interleaved_forward_order(shape)) {
+    b.exchange(nullptr, &f, nullptr, nullptr);
+    b.forward(f);
+    b.exchange(nullptr, nullptr, &f, nullptr);
   }
   return b.take();
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "megatron/core/check.h"
@@ -33,16 +34,22 @@ class Resharder {
       : root_(root), iteration_(iteration), saved_(saved), target_(target), load_optimizer_(load_optimizer) {}
 
   checkpoint::CheckpointState run() {
-    checkpoint::CheckpointState out = shard(0, 0);  // counters and config
+    // Counters and config from the first shard's metadata (its model only, no optimizer state).
+    checkpoint::CheckpointState out = checkpoint::load_checkpoint(
+        root_, iteration_, parallel::ParallelState::checkpoint_shard_name(0, 0, saved_.layout.stages), false, false);
     out.model.clear();
-    out.optimizer.clear();
-    out.optimizer_parts.clear();
-    out.rng.clear();
+    // Where each parameter this rank holds was saved; the loads then read only those tensors'
+    // optimizer state.
+    std::vector<Where> wheres;
+    for (const auto& [name, param] : target_.params) {
+      wheres.push_back(locate(name));
+      needed_[wheres.back().stage].insert(wheres.back().name);
+    }
     parallel::NamedTensors pieces;
     for (std::size_t i = 0; i < target_.params.size(); ++i) {
       const auto& [name, param] = target_.params[i];
       const parallel::TensorParallelLayout& layout = target_.layouts[i];
-      const Where where = locate(name);
+      const Where& where = wheres[i];
       std::vector<at::Tensor> shards;
       for (int t = 0; t < saved_.tp; ++t) shards.push_back(find(shard(t, where.stage).model, where.name, t, where.stage));
       const at::Tensor mine = cut(join(shards, layout), layout);
@@ -91,7 +98,7 @@ class Resharder {
     if (rest.starts_with("embedding.")) return {0, chunk_prefix(0, from.chunks) + rest};
     const std::string last = chunk_prefix(from.chunks - 1, from.chunks);
     // A tied output layer saved without pipelining is the word embedding itself.
-    if (rest == "output_layer.weight" && !has(shard(0, from.stages - 1).model, last + rest)) {
+    if (rest == "output_layer.weight" && saved_.tied_embeddings && from.stages == 1) {
       return {0, chunk_prefix(0, from.chunks) + "embedding.word_embeddings.weight"};
     }
     return {from.stages - 1, last + rest};
@@ -101,16 +108,17 @@ class Resharder {
     const std::string folder = parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages);
     auto it = cache_.find(folder);
     if (it == cache_.end()) {
-      it = cache_.emplace(folder, checkpoint::load_checkpoint(root_, iteration_, folder, load_optimizer_, false)).first;
+      // Of the optimizer files, only the state of the tensors this rank needs from that stage.
+      const std::set<std::string>& needed = needed_[stage];
+      const checkpoint::TensorFilter keep = [&needed](const std::string& name, std::int64_t) {
+        const auto key = name.rfind('/');
+        const auto param = key == std::string::npos || key == 0 ? std::string::npos : name.rfind('/', key - 1);
+        return param != std::string::npos && needed.contains(name.substr(0, param));
+      };
+      it = cache_.emplace(folder, checkpoint::load_checkpoint(root_, iteration_, folder, load_optimizer_, false, keep))
+               .first;
     }
     return it->second;
-  }
-
-  static bool has(const checkpoint::NamedTensors& tensors, const std::string& name) {
-    for (const auto& [n, t] : tensors) {
-      if (n == name) return true;
-    }
-    return false;
   }
 
   at::Tensor find(const checkpoint::NamedTensors& tensors, const std::string& name, int tp_rank, int stage) const {
@@ -156,6 +164,7 @@ class Resharder {
   const ReshardTarget& target_;
   bool load_optimizer_;
   std::map<std::string, checkpoint::CheckpointState> cache_;
+  std::map<int, std::set<std::string>> needed_;  // per saved stage: the saved names this rank reads
 };
 
 }  // namespace
@@ -163,6 +172,17 @@ class Resharder {
 checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
                                            const ReshardTarget& target, bool load_optimizer) {
   return Resharder(root, iteration, saved, target, load_optimizer).run();
+}
+
+bool same_layer_split(const parallel::PipelineLayout& a, const parallel::PipelineLayout& b) {
+  if (a.num_layers != b.num_layers || a.stages != b.stages || a.chunks != b.chunks) return false;
+  for (int p = 0; p < a.stages; ++p) {
+    for (int c = 0; c < a.chunks; ++c) {
+      const auto x = a.layers(p, c), y = b.layers(p, c);
+      if (x.first != y.first || x.count != y.count) return false;
+    }
+  }
+  return true;
 }
 
 parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp) {

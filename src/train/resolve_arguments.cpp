@@ -145,6 +145,12 @@ void Resolver::pipeline() {
     // Refused in parallel(); only the even split is left to check.
   } else if (p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0) {
     chunks = *p.num_virtual_stages_per_pipeline_rank;
+  } else if (p.num_layers_per_virtual_pipeline_stage &&
+             (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers)) {
+    problem("--num-layers-per-virtual-pipeline-stage assumes an even split; with "
+            "--decoder-first-pipeline-num-layers or --decoder-last-pipeline-num-layers use "
+            "--num-virtual-stages-per-pipeline-rank");
+    return;
   } else if (p.num_layers_per_virtual_pipeline_stage && *p.num_layers_per_virtual_pipeline_stage > 0 && layers > 0) {
     const int per_stage = layers / pp;
     if (layers % pp != 0 || per_stage % *p.num_layers_per_virtual_pipeline_stage != 0) {

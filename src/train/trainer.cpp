@@ -242,9 +242,16 @@ void Trainer::maybe_load() {
   const auto saved = checkpoint::read_layout(root, *tracker);
   const parallel::PipelineLayout saved_split =
       saved.config.is_null() ? layout_ : saved_pipeline_layout(saved.config, saved.pp);
-  const bool reshard = saved.tp != ps_->tp() || saved.pp != ps_->pp() || saved_split.chunks != layout_.chunks ||
-                       saved_split.first_stage_layers != layout_.first_stage_layers ||
-                       saved_split.last_stage_layers != layout_.last_stage_layers;
+  // A checkpoint of another model is refused by its differences, before any reshard is tried.
+  if (!saved.config.is_null()) {
+    const auto differences = model_shape_differences(saved.config, run_config());
+    if (!differences.empty()) {
+      std::string message = "checkpoint " + folder + " was saved for a different model:";
+      for (const auto& d : differences) message += "\n  " + d;
+      MEGATRON_FAIL(message);
+    }
+  }
+  const bool reshard = saved.tp != ps_->tp() || !same_layer_split(saved_split, layout_);
   const bool load_optim = !finetune && !args_.checkpoint.no_load_optim;
   checkpoint::CheckpointState state;
   if (reshard) {
@@ -252,7 +259,8 @@ void Trainer::maybe_load() {
          << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
          << " virtual stages per pipeline rank) to " << ps_->tp() << " x " << ps_->pp() << " (" << layout_.chunks
          << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
-    state = load_resharded(root, *tracker, {saved.tp, saved_split},
+    const bool tied = !saved.config.value("untie_embeddings_and_output_weights", false);
+    state = load_resharded(root, *tracker, {saved.tp, saved_split, tied},
                            {params_, layouts_, ps_->tp_rank(), ps_->tp(), ps_->pp_rank(), layout_}, load_optim);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.

@@ -64,6 +64,7 @@ void load_parameters(const parallel::NamedTensors& params, const checkpoint::Nam
 struct ReshardSource {
   int tp = 1;
   parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
+  bool tied_embeddings = true;      // the output layer is the word embedding
 };
 // ... and what this rank holds now: its parameters under their current names, their TP layouts,
 // its TP rank and size, its pipeline stage and the current layer split.
@@ -82,5 +83,7 @@ checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t
                                            const ReshardTarget& target, bool load_optimizer);
 // The layer split a saved run configuration used, at pipeline size `pp` (its mp_rank folders).
 parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp);
+// Whether two splits put the same layers in the same stages and chunks (however the flags said it).
+bool same_layer_split(const parallel::PipelineLayout& a, const parallel::PipelineLayout& b);
 
 }  // namespace megatron::train

@@ -108,6 +108,11 @@ assert_fails_with "--num-layers (6) minus the first and last stages' layers (3) 
   "$TRAIN" $(base 1 6) --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 2 \
   --decoder-last-pipeline-num-layers 1
 
+# shellcheck disable=SC2046
+assert_fails_with "--num-layers-per-virtual-pipeline-stage assumes an even split" \
+  "$TRAIN" $(base 1 6) --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 1 \
+  --num-layers-per-virtual-pipeline-stage 1
+
 step "a stage that never sends ends the job within the timeout, naming the stage and the transfer"
 # Stage 1 is told the global batch is 16 (8 micro-batches), stage 0 sends only 4.
 start=$SECONDS

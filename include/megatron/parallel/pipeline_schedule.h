@@ -57,8 +57,8 @@ std::vector<ChunkStep> interleaved_forward_order(const PipelineShape& shape);
 // Throws megatron::Error listing the shape's problems.
 std::vector<PipelineEvent> pipeline_schedule(const PipelineShape& shape, int stage);
 
-// Evaluation (forward only): each micro-batch through every chunk in turn, receiving its input
-// and sending its output around it.
+// Evaluation (forward only): the forward steps in the interleaved order (micro-batch order with
+// one chunk), each receiving its input and sending its output.
 std::vector<PipelineEvent> forward_only_schedule(const PipelineShape& shape, int stage);
 
 // The number of forward steps each phase of `stage` runs: {warm-up, steady, cool-down}.

@@ -206,11 +206,12 @@ TEST(PipelineSchedule, InterleavedStagesMeetWithoutDeadlock) {
   simulate({4, 2, 4, 0});  // all warm-up on the first stages
 }
 
-TEST(PipelineSchedule, ForwardOnlyPassesEachMicrobatchThroughEveryChunk) {
+TEST(PipelineSchedule, ForwardOnlyRunsTheInterleavedOrder) {
   EXPECT_EQ(to_string(forward_only_schedule({2, 2, 2, 0}, 0), true),
-            "F0.0 SF0.0 RF0.1 F0.1 SF0.1 F1.0 SF1.0 RF1.1 F1.1 SF1.1");
+            "F0.0 SF0.0 F1.0 SF1.0 RF0.1 F0.1 SF0.1 RF1.1 F1.1 SF1.1");
   EXPECT_EQ(to_string(forward_only_schedule({2, 2, 2, 0}, 1), true),
-            "RF0.0 F0.0 SF0.0 RF0.1 F0.1 RF1.0 F1.0 SF1.0 RF1.1 F1.1");
+            "RF0.0 F0.0 SF0.0 RF1.0 F1.0 SF1.0 RF0.1 F0.1 RF1.1 F1.1");
+  EXPECT_EQ(to_string(forward_only_schedule({3, 1, 2, 0}, 1), false), "RF0 F0 SF0 RF1 F1 SF1");
 }
 
 std::string layer_map(const PipelineLayout& l) {

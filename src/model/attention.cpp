@@ -82,9 +82,11 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
   return {linear_proj_.forward(context), linear_proj_.bias()};
 }
 
+// Megatron-Core registers linear_proj (Attention.__init__) before linear_qkv (SelfAttention), so
+// its parameter order, and with it the data-parallel bucket layout, lists the projection first.
 void SelfAttention::collect(const std::string& prefix, ParameterList& out) const {
-  linear_qkv_.collect(prefix + "linear_qkv.", out);
   linear_proj_.collect(prefix + "linear_proj.", out);
+  linear_qkv_.collect(prefix + "linear_qkv.", out);
 }
 
 }  // namespace megatron::model

@@ -141,8 +141,9 @@ TEST(GptModel, HasMegatronParameterNamesAndCount) {
   const std::vector<std::string> first = {
       "embedding.word_embeddings.weight", "embedding.position_embeddings.weight",
       "decoder.layers.0.input_layernorm.weight", "decoder.layers.0.input_layernorm.bias",
-      "decoder.layers.0.self_attention.linear_qkv.weight", "decoder.layers.0.self_attention.linear_qkv.bias",
+      // Megatron-Core's registration order: the projection (Attention) before QKV (SelfAttention).
       "decoder.layers.0.self_attention.linear_proj.weight", "decoder.layers.0.self_attention.linear_proj.bias",
+      "decoder.layers.0.self_attention.linear_qkv.weight", "decoder.layers.0.self_attention.linear_qkv.bias",
       "decoder.layers.0.pre_mlp_layernorm.weight", "decoder.layers.0.pre_mlp_layernorm.bias",
       "decoder.layers.0.mlp.linear_fc1.weight", "decoder.layers.0.mlp.linear_fc1.bias",
       "decoder.layers.0.mlp.linear_fc2.weight", "decoder.layers.0.mlp.linear_fc2.bias"};

@@ -71,6 +71,8 @@ int train(const std::vector<std::string>& args) {
   options.support.tensor_parallel = true;
   options.support.distributed_optimizer = true;
   options.support.pipeline_parallel = true;
+  options.support.bf16 = true;
+  options.support.fp16 = true;
   std::vector<std::string> messages;
   options.messages = &messages;
   megatron::train::Arguments parsed;
@@ -98,6 +100,10 @@ int train(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   megatron::keep_freed_memory_for_reuse();
+  // One hardware queue per GPU, as Megatron requires for sequence parallelism and its
+  // communication overlap: kernels then start in the order they were issued. Set before any CUDA
+  // call; a value the user exported wins.
+  ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", /*overwrite=*/0);
   const std::vector<std::string> args(argv + 1, argv + argc);
   return megatron::run_tool("megatron_train", [&] {
     if (!megatron::train::help_requested(args)) return train(args);

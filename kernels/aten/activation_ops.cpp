@@ -1,23 +1,23 @@
 // ATen-facing bias + GeLU and SwiGLU: validation, output allocation, the current stream, the fp32
-// bias-gradient reduction, and the plain ATen references (also the fallback on odd inputs).
+// bias-gradient reduction, and the plain ATen references (the path of CPU tensors and of builds
+// without the CUDA kernels).
 #include "megatron/kernels/aten/activation_ops.h"
-
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/activations.h"
+#endif
 
 namespace megatron::kernels::aten {
 namespace {
 
 using aten_detail::check_tensor;
 
-DType kernel_dtype(const char* op, const at::Tensor& x) { return aten_detail::require_kernel_dtype(op, "x", x.scalar_type()); }
+[[maybe_unused]] DType kernel_dtype(const char* op, const at::Tensor& x) { return aten_detail::require_kernel_dtype(op, "x", x.scalar_type()); }
 
 // Validates x (and bias, grad_out when given); returns the last-dim width of x.
-int64_t check_inputs(const char* op, const at::Tensor& x, const at::Tensor& bias, bool split_halves) {
+[[maybe_unused]] int64_t check_inputs(const char* op, const at::Tensor& x, const at::Tensor& bias, bool split_halves) {
   MEGATRON_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) > 0, op, ": x must have a non-empty last dim");
   kernel_dtype(op, x);
   check_tensor(op, "x", x, x);
@@ -32,7 +32,7 @@ int64_t check_inputs(const char* op, const at::Tensor& x, const at::Tensor& bias
   return width;
 }
 
-void check_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor& x, int64_t out_width) {
+[[maybe_unused]] void check_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor& x, int64_t out_width) {
   check_tensor(op, "grad_out", grad_out, x);
   std::vector<int64_t> expected = x.sizes().vec();
   expected.back() = out_width;
@@ -54,6 +54,8 @@ at::Tensor bias_grad(const at::Tensor& grad_input, const at::Tensor& bias) {
 }  // namespace
 
 at::Tensor bias_gelu_fwd(const at::Tensor& x, const at::Tensor& bias) {
+  if (!aten_detail::on_kernel_path(x)) return bias_gelu_reference(x, bias);
+#if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("bias_gelu_fwd", x, bias, false);
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor out = at::empty_like(x);
@@ -61,9 +63,14 @@ at::Tensor bias_gelu_fwd(const at::Tensor& x, const at::Tensor& bias) {
                          bias.defined() ? bias.data_ptr() : nullptr, out.data_ptr(),
                          at::cuda::getCurrentCUDAStream().stream());
   return out;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 ActivationGrads bias_gelu_bwd(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& bias) {
+  if (!aten_detail::on_kernel_path(x)) return bias_gelu_bwd_reference(grad_out, x, bias);
+#if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("bias_gelu_bwd", x, bias, false);
   check_grad_out("bias_gelu_bwd", grad_out, x, width);
   const c10::cuda::CUDAGuard guard(x.device());
@@ -74,9 +81,14 @@ ActivationGrads bias_gelu_bwd(const at::Tensor& grad_out, const at::Tensor& x, c
                          at::cuda::getCurrentCUDAStream().stream());
   g.grad_bias = bias_grad(g.grad_input, bias);
   return g;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 at::Tensor swiglu_fwd(const at::Tensor& x, const at::Tensor& bias) {
+  if (!aten_detail::on_kernel_path(x)) return swiglu_reference(x, bias);
+#if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("swiglu_fwd", x, bias, true);
   const c10::cuda::CUDAGuard guard(x.device());
   std::vector<int64_t> out_shape = x.sizes().vec();
@@ -86,9 +98,14 @@ at::Tensor swiglu_fwd(const at::Tensor& x, const at::Tensor& bias) {
                       bias.defined() ? bias.data_ptr() : nullptr, out.data_ptr(),
                       at::cuda::getCurrentCUDAStream().stream());
   return out;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 ActivationGrads swiglu_bwd(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& bias) {
+  if (!aten_detail::on_kernel_path(x)) return swiglu_bwd_reference(grad_out, x, bias);
+#if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("swiglu_bwd", x, bias, true);
   check_grad_out("swiglu_bwd", grad_out, x, width / 2);
   const c10::cuda::CUDAGuard guard(x.device());
@@ -99,6 +116,9 @@ ActivationGrads swiglu_bwd(const at::Tensor& grad_out, const at::Tensor& x, cons
                       at::cuda::getCurrentCUDAStream().stream());
   g.grad_bias = bias_grad(g.grad_input, bias);
   return g;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 at::Tensor bias_gelu_reference(const at::Tensor& x, const at::Tensor& bias) {

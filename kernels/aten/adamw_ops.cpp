@@ -3,19 +3,20 @@
 #include "megatron/kernels/aten/adamw_ops.h"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 
 #include <cmath>
 #include <string>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
+#include "megatron/kernels/multi_tensor_adamw.h"
+#endif
 
 namespace megatron::kernels::aten {
 namespace {
 
-DType kernel_dtype(at::ScalarType t, const char* what) {
+[[maybe_unused]] DType kernel_dtype(at::ScalarType t, const char* what) {
   return aten_detail::require_kernel_dtype("multi_tensor_adamw_", what, t);
 }
 
@@ -88,6 +89,7 @@ void check_found_inf(const at::Tensor& found_inf, const at::Tensor& param0, bool
 }  // namespace
 
 void multi_tensor_all_finite_(const std::vector<at::Tensor>& grads, double grad_scale, const at::Tensor& found_inf) {
+#if MEGATRON_CUDA_KERNELS
   if (grads.empty()) return;
   MEGATRON_CHECK(found_inf.defined(), "multi_tensor_all_finite_: found_inf is undefined");
   MEGATRON_CHECK(grads[0].defined() && grads[0].is_cuda(), "multi_tensor_all_finite_: grads[0] must be a CUDA tensor");
@@ -107,9 +109,13 @@ void multi_tensor_all_finite_(const std::vector<at::Tensor>& grads, double grad_
   const c10::cuda::CUDAGuard guard(grads[0].device());
   multi_tensor_all_finite(ptrs, numels, kernel_dtype(grads[0].scalar_type(), "grads[0]"), grad_scale,
                           found_inf.data_ptr<int>(), at::cuda::getCurrentCUDAStream());
+#else
+  MEGATRON_FAIL("multi_tensor_adamw_: this build has no CUDA kernels; use adamw_step_");
+#endif
 }
 
 void multi_tensor_adamw_(const AdamWLists& lists, const AdamWHyperparams& hyper, const at::Tensor& found_inf) {
+#if MEGATRON_CUDA_KERNELS
   validate(lists, /*on_cuda=*/true);
   if (lists.params.empty()) return;
   if (found_inf.defined()) check_found_inf(found_inf, lists.params[0], true);
@@ -139,6 +145,9 @@ void multi_tensor_adamw_(const AdamWLists& lists, const AdamWHyperparams& hyper,
   } else {
     multi_tensor_adamw(tensors, grad_dtype, copy_dtype, hyper, nullptr, InfCheck::kNone, stream);
   }
+#else
+  MEGATRON_FAIL("multi_tensor_adamw_: this build has no CUDA kernels; use adamw_step_");
+#endif
 }
 
 void multi_tensor_adamw_reference_(const AdamWLists& lists, const AdamWHyperparams& hyper, const at::Tensor& found_inf) {
@@ -167,6 +176,14 @@ void multi_tensor_adamw_reference_(const AdamWLists& lists, const AdamWHyperpara
     const at::Tensor denom = (lists.exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(hyper.eps);
     p.addcdiv_(lists.exp_avgs[i], denom, -step_size);
     if (!lists.param_copies.empty() && lists.param_copies[i].defined()) lists.param_copies[i].copy_(p);
+  }
+}
+
+void adamw_step_(const AdamWLists& lists, const AdamWHyperparams& hyper, const at::Tensor& found_inf) {
+  if (!lists.params.empty() && aten_detail::on_kernel_path(lists.params[0])) {
+    multi_tensor_adamw_(lists, hyper, found_inf);
+  } else {
+    multi_tensor_adamw_reference_(lists, hyper, found_inf);
   }
 }
 

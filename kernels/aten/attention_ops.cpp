@@ -16,7 +16,9 @@ namespace {
 void validate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout_p, const char* who) {
   MEGATRON_CHECK(q.defined() && k.defined() && v.defined(), who, ": q, k and v must be defined");
   MEGATRON_CHECK(q.dim() == 4, who, ": q must be [s, b, heads, hn]; got shape ", q.sizes());
-  MEGATRON_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(), who, ": q, k and v must have one shape; got q ",
+  MEGATRON_CHECK(k.dim() == 4 && v.sizes() == k.sizes() && k.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+                     k.size(3) == q.size(3) && k.size(2) > 0 && q.size(2) % k.size(2) == 0,
+                 who, ": k and v must be [s, b, groups, hn] with the heads of q a multiple of the groups; got q ",
                  q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
   MEGATRON_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(), who,
                  ": q, k and v must have one dtype; got ", q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
@@ -82,8 +84,9 @@ at::Tensor causal_self_attention(const at::Tensor& q, const at::Tensor& k, const
                  "causal_self_attention: back end ", attention_backend_name(backend),
                  " needs CUDA tensors; q is on ", q.device(), " (use auto or math)");
   const SdpBackendGuard guard(backend);
+  const bool gqa = k.size(2) != q.size(2);  // K/V shared by groups of query heads, not repeated
   const at::Tensor out = at::scaled_dot_product_attention(to_bhsd(q), to_bhsd(k), to_bhsd(v), /*attn_mask=*/{},
-                                                          dropout_p, /*is_causal=*/true, scale);
+                                                          dropout_p, /*is_causal=*/true, scale, gqa);
   return to_sbhd(out);
 }
 
@@ -92,14 +95,16 @@ at::Tensor causal_self_attention_reference(const at::Tensor& q, const at::Tensor
   validate(q, k, v, dropout_p, "causal_self_attention_reference");
   const int64_t s = q.size(0);
   const double softmax_scale = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));
-  const at::Tensor qh = to_bhsd(q);                                            // [b, heads, s, hn]
-  const at::Tensor scores = at::matmul(qh, to_bhsd(k).transpose(-2, -1)) * softmax_scale;  // [b, heads, s, s]
+  const int64_t repeat = q.size(2) / k.size(2);  // query heads per K/V group
+  const at::Tensor kh = to_bhsd(k).repeat_interleave(repeat, 1), vh = to_bhsd(v).repeat_interleave(repeat, 1);
+  const at::Tensor qh = to_bhsd(q);                                              // [b, heads, s, hn]
+  const at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * softmax_scale;  // [b, heads, s, s]
   const at::Tensor future = at::ones({s, s}, q.options().dtype(at::kBool)).triu(1);
   const at::Tensor masked = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   const at::ScalarType softmax_type = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor probs = at::softmax(masked, -1, softmax_type).to(q.scalar_type());
   if (dropout_p > 0.0) probs = at::dropout(probs, dropout_p, /*train=*/true);
-  return to_sbhd(at::matmul(probs, to_bhsd(v)));
+  return to_sbhd(at::matmul(probs, vh));
 }
 
 }  // namespace megatron::kernels::aten

@@ -4,20 +4,19 @@
 // The shard pack/combine is plain ATen on [rows, 2*tp + 1] tensors.
 #include "megatron/kernels/aten/cross_entropy_ops.h"
 
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include <limits>
 #include <optional>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/cross_entropy.h"
+#endif
 
 namespace megatron::kernels {
 namespace {
 
-using aten_detail::kernel_dtype;
+[[maybe_unused]] constexpr auto kernel_dtype = aten_detail::kernel_dtype;
 
 struct Flat {
   at::Tensor logits;  // [rows, vocab_shard], last dim contiguous
@@ -42,13 +41,11 @@ Flat flatten(const at::Tensor& logits, const at::Tensor& target) {
   return {flat, target.reshape({-1}).to(at::kLong).contiguous()};
 }
 
-bool use_kernel(const at::Tensor& logits) {
-  return logits.is_cuda() && kernel_dtype(logits.scalar_type()).has_value() && logits.numel() > 0;
-}
+bool use_kernel(const at::Tensor& logits) { return aten_detail::on_kernel_path(logits); }
 
-at::Tensor per_row(const Flat& f) { return at::empty({f.target.size(0)}, f.target.options().dtype(at::kFloat)); }
+[[maybe_unused]] at::Tensor per_row(const Flat& f) { return at::empty({f.target.size(0)}, f.target.options().dtype(at::kFloat)); }
 
-at::Tensor checked_row_stat(const at::Tensor& t, const Flat& f, const char* name) {
+[[maybe_unused]] at::Tensor checked_row_stat(const at::Tensor& t, const Flat& f, const char* name) {
   MEGATRON_CHECK(t.defined() && t.numel() == f.target.numel(), "cross entropy backward: ", name, " has ",
                  t.defined() ? t.numel() : 0, " elements, expected one per row (", f.target.numel(), ")");
   MEGATRON_CHECK(t.device() == f.logits.device(), "cross entropy backward: ", name, " on ", t.device(),
@@ -58,6 +55,7 @@ at::Tensor checked_row_stat(const at::Tensor& t, const Flat& f, const char* name
 
 CrossEntropyStats launch_stats(const Flat& f, const at::Tensor& target_shape, int64_t vocab_start,
                                int64_t ignore_index, at::Tensor* loss) {
+#if MEGATRON_CUDA_KERNELS
   const c10::cuda::CUDAGuard guard(f.logits.device());
   CrossEntropyStats s{per_row(f), per_row(f), per_row(f)};
   CrossEntropyFwdParams p;
@@ -80,6 +78,9 @@ CrossEntropyStats launch_stats(const Flat& f, const at::Tensor& target_shape, in
   const auto shape = target_shape.sizes();
   if (loss != nullptr) *loss = loss->view(shape);
   return {s.max.view(shape), s.sum_exp.view(shape), s.target_logit.view(shape)};
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 }  // namespace
@@ -176,6 +177,7 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_loss, const at::Tensor&
   if (!use_kernel(f.logits)) {
     return cross_entropy_backward_reference(grad_loss, logits, target, max, sum_exp, vocab_start, ignore_index);
   }
+#if MEGATRON_CUDA_KERNELS
   MEGATRON_CHECK(grad_loss.defined() && grad_loss.device() == f.logits.device(),
                  "cross entropy backward: grad_loss must be on ", f.logits.device());
   const c10::cuda::CUDAGuard guard(f.logits.device());
@@ -200,6 +202,9 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_loss, const at::Tensor&
   p.dtype = *kernel_dtype(f.logits.scalar_type());
   launch_cross_entropy_bwd(p, at::cuda::getCurrentCUDAStream().stream());
   return grad.view(logits.sizes());
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 }  // namespace megatron::kernels

@@ -1,35 +1,35 @@
 // ATen-facing LayerNorm / RMSNorm: validation, output allocation, the current stream, and the
-// fallback to the plain references (also defined here) for hidden sizes the kernels do not handle.
+// fallback to the plain references (also defined here) for CPU tensors, builds without the CUDA
+// kernels and hidden sizes the kernels do not handle.
 #include "megatron/kernels/aten/norm_ops.h"
-
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/norms.h"
+#endif
 
 namespace megatron::kernels::aten {
 namespace {
 
 using aten_detail::check_tensor;
 
-DType kernel_dtype(const char* op, const char* name, const at::Tensor& t) {
+[[maybe_unused]] DType kernel_dtype(const char* op, const char* name, const at::Tensor& t) {
   return aten_detail::require_kernel_dtype(op, name, t.scalar_type());
 }
 
-void check_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t hidden) {
+[[maybe_unused]] void check_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t hidden) {
   check_tensor(op, name, t, x);
   MEGATRON_CHECK(t.dim() == 1 && t.size(0) == hidden, op, ": ", name, " has shape ", t.sizes(),
                  "; expected [", hidden, "] (the last dim of x)");
 }
 
-void check_same_shape(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
+[[maybe_unused]] void check_same_shape(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x) {
   check_tensor(op, name, t, x);
   MEGATRON_CHECK(t.sizes() == x.sizes(), op, ": ", name, " has shape ", t.sizes(), " but x has ", x.sizes());
 }
 
-void check_stats(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t rows) {
+[[maybe_unused]] void check_stats(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x, int64_t rows) {
   MEGATRON_CHECK(t.defined() && t.is_cuda() && t.device() == x.device(), op, ": ", name,
                  " must be a CUDA tensor on ", x.device());
   MEGATRON_CHECK(t.scalar_type() == at::kFloat && t.is_contiguous() && t.numel() == rows, op, ": ", name,
@@ -37,93 +37,10 @@ void check_stats(const char* op, const char* name, const at::Tensor& t, const at
                  " ", t.sizes());
 }
 
-void check_x(const char* op, const at::Tensor& x) {
+[[maybe_unused]] void check_x(const char* op, const at::Tensor& x) {
   MEGATRON_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) > 0, op, ": x must have a non-empty last dim");
   kernel_dtype(op, "x", x);
   check_tensor(op, "x", x, x);
-}
-
-NormOutputs norm_fwd_entry(NormKind kind, const char* op, const at::Tensor& x, const at::Tensor& weight,
-                           const at::Tensor& bias, double eps, const at::Tensor& residual) {
-  check_x(op, x);
-  const int64_t hidden = x.size(-1);
-  check_vector(op, "weight", weight, x, hidden);
-  if (bias.defined()) check_vector(op, "bias", bias, x, hidden);
-  if (residual.defined()) check_same_shape(op, "residual", residual, x);
-  MEGATRON_CHECK(eps >= 0.0, op, ": eps = ", eps, " must be >= 0");
-  const DType dtype = kernel_dtype(op, "x", x);
-  const c10::cuda::CUDAGuard guard(x.device());
-  if (!norm_fwd_supported(kind, dtype, hidden)) {
-    return kind == NormKind::kRmsNorm ? rms_norm_reference(x, weight, eps, residual)
-                                      : layer_norm_reference(x, weight, bias, eps, residual);
-  }
-  const int64_t rows = x.numel() / hidden;
-  const auto stats_options = x.options().dtype(at::kFloat);
-  NormOutputs o;
-  o.out = at::empty_like(x);
-  if (residual.defined()) o.residual_out = at::empty_like(x);
-  if (kind == NormKind::kLayerNorm) o.mean = at::empty({rows}, stats_options);
-  o.rstd = at::empty({rows}, stats_options);
-  NormFwdArgs a;
-  a.kind = kind;
-  a.dtype = dtype;
-  a.rows = rows;
-  a.hidden = hidden;
-  a.x = x.data_ptr();
-  a.residual = residual.defined() ? residual.data_ptr() : nullptr;
-  a.weight = weight.data_ptr();
-  a.bias = bias.defined() ? bias.data_ptr() : nullptr;
-  a.out = o.out.data_ptr();
-  a.residual_out = residual.defined() ? o.residual_out.data_ptr() : nullptr;
-  a.mean = o.mean.defined() ? o.mean.data_ptr<float>() : nullptr;
-  a.rstd = o.rstd.data_ptr<float>();
-  a.eps = static_cast<float>(eps);
-  norm_fwd(a, at::cuda::getCurrentCUDAStream().stream());
-  return o;
-}
-
-NormGrads norm_bwd_entry(NormKind kind, const char* op, const at::Tensor& grad_out, const at::Tensor& input,
-                         const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd, bool has_bias,
-                         const at::Tensor& grad_residual_out) {
-  check_x(op, input);
-  const int64_t hidden = input.size(-1);
-  const int64_t rows = input.numel() / hidden;
-  check_same_shape(op, "grad_out", grad_out, input);
-  check_vector(op, "weight", weight, input, hidden);
-  if (kind == NormKind::kLayerNorm) check_stats(op, "mean", mean, input, rows);
-  check_stats(op, "rstd", rstd, input, rows);
-  if (grad_residual_out.defined()) check_same_shape(op, "grad_residual_out", grad_residual_out, input);
-  const DType dtype = kernel_dtype(op, "input", input);
-  const c10::cuda::CUDAGuard guard(input.device());
-  if (!norm_bwd_supported(kind, dtype, hidden, has_bias)) {
-    return kind == NormKind::kRmsNorm
-               ? rms_norm_bwd_reference(grad_out, input, weight, rstd, grad_residual_out)
-               : layer_norm_bwd_reference(grad_out, input, weight, mean, rstd, has_bias, grad_residual_out);
-  }
-  NormGrads g;
-  g.grad_input = at::empty_like(input);
-  g.grad_weight = at::empty_like(weight);
-  if (has_bias) g.grad_bias = at::empty_like(weight);
-  const int64_t ws_floats = norm_bwd_workspace_floats(dtype, rows, hidden, has_bias);
-  const at::Tensor workspace = at::empty({ws_floats}, input.options().dtype(at::kFloat));
-  NormBwdArgs a;
-  a.kind = kind;
-  a.dtype = dtype;
-  a.rows = rows;
-  a.hidden = hidden;
-  a.grad_out = grad_out.data_ptr();
-  a.input = input.data_ptr();
-  a.weight = weight.data_ptr();
-  a.mean = kind == NormKind::kLayerNorm ? mean.data_ptr<float>() : nullptr;
-  a.rstd = rstd.data_ptr<float>();
-  a.grad_residual_out = grad_residual_out.defined() ? grad_residual_out.data_ptr() : nullptr;
-  a.grad_input = g.grad_input.data_ptr();
-  a.grad_weight = g.grad_weight.data_ptr();
-  a.grad_bias = has_bias ? g.grad_bias.data_ptr() : nullptr;
-  a.workspace = workspace.data_ptr<float>();
-  a.workspace_floats = ws_floats;
-  norm_bwd(a, at::cuda::getCurrentCUDAStream().stream());
-  return g;
 }
 
 NormOutputs norm_reference(NormKind kind, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -163,6 +80,101 @@ NormGrads norm_bwd_reference(NormKind kind, const at::Tensor& grad_out, const at
   out.grad_weight = (dy * x_hat).sum({0}).to(weight.scalar_type());
   if (has_bias) out.grad_bias = dy.sum({0}).to(weight.scalar_type());
   return out;
+}
+
+NormOutputs norm_fwd_entry(NormKind kind, const char* op, const at::Tensor& x, const at::Tensor& weight,
+                           const at::Tensor& bias, double eps, const at::Tensor& residual) {
+  if (!aten_detail::on_kernel_path(x)) return norm_reference(kind, x, weight, bias, eps, residual);
+#if MEGATRON_CUDA_KERNELS
+  check_x(op, x);
+  const int64_t hidden = x.size(-1);
+  check_vector(op, "weight", weight, x, hidden);
+  if (bias.defined()) check_vector(op, "bias", bias, x, hidden);
+  if (residual.defined()) check_same_shape(op, "residual", residual, x);
+  MEGATRON_CHECK(eps >= 0.0, op, ": eps = ", eps, " must be >= 0");
+  const DType dtype = kernel_dtype(op, "x", x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  if (!norm_fwd_supported(kind, dtype, hidden)) {
+    return kind == NormKind::kRmsNorm ? rms_norm_reference(x, weight, eps, residual)
+                                      : layer_norm_reference(x, weight, bias, eps, residual);
+  }
+  const int64_t rows = x.numel() / hidden;
+  const auto stats_options = x.options().dtype(at::kFloat);
+  NormOutputs o;
+  o.out = at::empty_like(x);
+  if (residual.defined()) o.residual_out = at::empty_like(x);
+  if (kind == NormKind::kLayerNorm) o.mean = at::empty({rows}, stats_options);
+  o.rstd = at::empty({rows}, stats_options);
+  NormFwdArgs a;
+  a.kind = kind;
+  a.dtype = dtype;
+  a.rows = rows;
+  a.hidden = hidden;
+  a.x = x.data_ptr();
+  a.residual = residual.defined() ? residual.data_ptr() : nullptr;
+  a.weight = weight.data_ptr();
+  a.bias = bias.defined() ? bias.data_ptr() : nullptr;
+  a.out = o.out.data_ptr();
+  a.residual_out = residual.defined() ? o.residual_out.data_ptr() : nullptr;
+  a.mean = o.mean.defined() ? o.mean.data_ptr<float>() : nullptr;
+  a.rstd = o.rstd.data_ptr<float>();
+  a.eps = static_cast<float>(eps);
+  norm_fwd(a, at::cuda::getCurrentCUDAStream().stream());
+  return o;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
+}
+
+NormGrads norm_bwd_entry(NormKind kind, const char* op, const at::Tensor& grad_out, const at::Tensor& input,
+                         const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd, bool has_bias,
+                         const at::Tensor& grad_residual_out) {
+  if (!aten_detail::on_kernel_path(input)) {
+    return norm_bwd_reference(kind, grad_out, input, weight, mean, rstd, has_bias, grad_residual_out);
+  }
+#if MEGATRON_CUDA_KERNELS
+  check_x(op, input);
+  const int64_t hidden = input.size(-1);
+  const int64_t rows = input.numel() / hidden;
+  check_same_shape(op, "grad_out", grad_out, input);
+  check_vector(op, "weight", weight, input, hidden);
+  if (kind == NormKind::kLayerNorm) check_stats(op, "mean", mean, input, rows);
+  check_stats(op, "rstd", rstd, input, rows);
+  if (grad_residual_out.defined()) check_same_shape(op, "grad_residual_out", grad_residual_out, input);
+  const DType dtype = kernel_dtype(op, "input", input);
+  const c10::cuda::CUDAGuard guard(input.device());
+  if (!norm_bwd_supported(kind, dtype, hidden, has_bias)) {
+    return kind == NormKind::kRmsNorm
+               ? rms_norm_bwd_reference(grad_out, input, weight, rstd, grad_residual_out)
+               : layer_norm_bwd_reference(grad_out, input, weight, mean, rstd, has_bias, grad_residual_out);
+  }
+  NormGrads g;
+  g.grad_input = at::empty_like(input);
+  g.grad_weight = at::empty_like(weight);
+  if (has_bias) g.grad_bias = at::empty_like(weight);
+  const int64_t ws_floats = norm_bwd_workspace_floats(dtype, rows, hidden, has_bias);
+  const at::Tensor workspace = at::empty({ws_floats}, input.options().dtype(at::kFloat));
+  NormBwdArgs a;
+  a.kind = kind;
+  a.dtype = dtype;
+  a.rows = rows;
+  a.hidden = hidden;
+  a.grad_out = grad_out.data_ptr();
+  a.input = input.data_ptr();
+  a.weight = weight.data_ptr();
+  a.mean = kind == NormKind::kLayerNorm ? mean.data_ptr<float>() : nullptr;
+  a.rstd = rstd.data_ptr<float>();
+  a.grad_residual_out = grad_residual_out.defined() ? grad_residual_out.data_ptr() : nullptr;
+  a.grad_input = g.grad_input.data_ptr();
+  a.grad_weight = g.grad_weight.data_ptr();
+  a.grad_bias = has_bias ? g.grad_bias.data_ptr() : nullptr;
+  a.workspace = workspace.data_ptr<float>();
+  a.workspace_floats = ws_floats;
+  norm_bwd(a, at::cuda::getCurrentCUDAStream().stream());
+  return g;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 }  // namespace

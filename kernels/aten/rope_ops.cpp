@@ -3,19 +3,18 @@
 // the ATen reference.
 #include "megatron/kernels/aten/rope_ops.h"
 
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include <optional>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/rope.h"
+#endif
 
 namespace megatron::kernels {
 namespace {
 
-using aten_detail::kernel_dtype;
+[[maybe_unused]] constexpr auto kernel_dtype = aten_detail::kernel_dtype;
 
 // Validates t and freqs; returns freqs as fp32 [rows, rot_dim].
 at::Tensor checked_table(const at::Tensor& t, const at::Tensor& freqs, const char* name) {
@@ -59,8 +58,9 @@ at::Tensor reference(const at::Tensor& t, const at::Tensor& freqs, bool interlea
 
 at::Tensor launch(const at::Tensor& t, const at::Tensor& freqs, bool interleaved, bool backward) {
   const at::Tensor table = checked_table(t, freqs, backward ? "dy" : "t");
+  if (!aten_detail::on_kernel_path(t)) return reference(t, freqs, interleaved, backward);
+#if MEGATRON_CUDA_KERNELS
   const auto dtype = kernel_dtype(t.scalar_type());
-  if (!t.is_cuda() || !dtype || t.numel() == 0) return reference(t, freqs, interleaved, backward);
   const c10::cuda::CUDAGuard guard(t.device());
   const at::Tensor in = t.stride(3) == 1 ? t : t.contiguous();
   const at::Tensor tab = table.stride(1) == 1 ? table : table.contiguous();
@@ -83,6 +83,9 @@ at::Tensor launch(const at::Tensor& t, const at::Tensor& freqs, bool interleaved
   p.dtype = *dtype;
   launch_rope(p, at::cuda::getCurrentCUDAStream().stream());
   return out;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 }  // namespace

@@ -3,20 +3,19 @@
 // other dtypes go through the ATen reference.
 #include "megatron/kernels/aten/softmax_ops.h"
 
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include <limits>
 #include <optional>
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/causal_softmax.h"
+#endif
 
 namespace megatron::kernels {
 namespace {
 
-using aten_detail::kernel_dtype;
+[[maybe_unused]] constexpr auto kernel_dtype = aten_detail::kernel_dtype;
 
 void check_scores(const at::Tensor& t, const char* name) {
   MEGATRON_CHECK(t.defined() && t.dim() == 3, "causal softmax: ", name,
@@ -51,8 +50,9 @@ at::Tensor causal_softmax_backward_reference(const at::Tensor& dy, const at::Ten
 
 at::Tensor causal_softmax_forward(const at::Tensor& x, double scale) {
   check_scores(x, "x");
+  if (!aten_detail::on_kernel_path(x)) return causal_softmax_forward_reference(x, scale);
+#if MEGATRON_CUDA_KERNELS
   const auto dtype = kernel_dtype(x.scalar_type());
-  if (!x.is_cuda() || !dtype || x.numel() == 0) return causal_softmax_forward_reference(x, scale);
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty_like(xc);
@@ -66,6 +66,9 @@ at::Tensor causal_softmax_forward(const at::Tensor& x, double scale) {
   p.dtype = *dtype;
   launch_causal_softmax_fwd(p, at::cuda::getCurrentCUDAStream().stream());
   return y;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 at::Tensor causal_softmax_backward(const at::Tensor& dy, const at::Tensor& y, double scale) {
@@ -76,8 +79,9 @@ at::Tensor causal_softmax_backward(const at::Tensor& dy, const at::Tensor& y, do
                  " but dy is ", dy.scalar_type());
   MEGATRON_CHECK(y.device() == dy.device(), "causal softmax backward: y on ", y.device(), " but dy on ",
                  dy.device());
+  if (!aten_detail::on_kernel_path(dy)) return causal_softmax_backward_reference(dy, y, scale);
+#if MEGATRON_CUDA_KERNELS
   const auto dtype = kernel_dtype(dy.scalar_type());
-  if (!dy.is_cuda() || !dtype || dy.numel() == 0) return causal_softmax_backward_reference(dy, y, scale);
   const c10::cuda::CUDAGuard guard(dy.device());
   const at::Tensor dyc = dy.contiguous();
   const at::Tensor yc = y.contiguous();
@@ -93,6 +97,9 @@ at::Tensor causal_softmax_backward(const at::Tensor& dy, const at::Tensor& y, do
   p.dtype = *dtype;
   launch_causal_softmax_bwd(p, at::cuda::getCurrentCUDAStream().stream());
   return dx;
+#else
+  MEGATRON_FAIL("internal error: no CUDA kernels in this build");
+#endif
 }
 
 }  // namespace megatron::kernels

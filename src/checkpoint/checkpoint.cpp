@@ -152,6 +152,7 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
           {"data_parallel_size", writer.dp_size},
           {"distributed_optimizer", writer.distributed_optimizer},
           {"config", state.config},
+          {"grad_scaler", state.grad_scaler},
           {"files", files}};
       write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
     } catch (const Error& e) {
@@ -313,6 +314,7 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
     state.optimizer_steps = meta.at("optimizer_steps").get<std::int64_t>();
     state.floating_point_operations_so_far = meta.at("floating_point_operations_so_far").get<double>();
     state.config = meta.at("config");
+    state.grad_scaler = meta.value("grad_scaler", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {
     MEGATRON_FAIL(meta_path, ": incomplete checkpoint metadata (", e.what(), ")");
   }

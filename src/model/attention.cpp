@@ -1,13 +1,59 @@
 // Self-attention with Megatron's fused QKV layout (spec 10.2), grouped-query heads, rotary
-// embeddings (10.4), scaled causal softmax with masked scores set to -10000, attention dropout.
-// TP rank r owns query groups [r * ng/tp, (r + 1) * ng/tp) with their query heads: a contiguous
-// block of the fused QKV rows, and the matching columns of linear_proj.
+// embeddings (10.4), the scaled causal softmax and attention dropout. TP rank r owns query groups
+// [r * ng/tp, (r + 1) * ng/tp) with their query heads: a contiguous block of the fused QKV rows,
+// and the matching columns of linear_proj. Two ways to attend (AttentionBackend): LibTorch's
+// scaled-dot-product attention (flash / cuDNN / memory-efficient on GPU), and the explicit path
+// (QK^T, the causal softmax op, dropout, PV); neither repeats K and V across the query heads of a
+// group. Attention dropout draws from the model-parallel stream on both paths.
 #include <cmath>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/aten/attention_ops.h"
+#include "megatron/kernels/aten/rope_ops.h"
+#include "megatron/kernels/aten/softmax_ops.h"
+#include "megatron/kernels/ops.h"
+#include "megatron/model/recompute.h"
 #include "megatron/model/transformer_layer.h"
 
 namespace megatron::model {
+namespace {
+
+// Megatron's RNG tracker fork: the device's default generator (which LibTorch's fused attention
+// draws its dropout from) runs on `gen`'s stream for this scope, and `gen` advances by what was drawn.
+class DefaultGeneratorFork {
+ public:
+  DefaultGeneratorFork(at::Generator* gen, const at::Device& device) : gen_(gen) {
+    if (gen_ == nullptr) return;
+    default_ = at::globalContext().defaultGenerator(device);
+    saved_ = default_.get_state();
+    default_.set_state(gen_->get_state());
+  }
+  ~DefaultGeneratorFork() {
+    if (gen_ == nullptr) return;
+    gen_->set_state(default_.get_state());
+    default_.set_state(saved_);
+  }
+  DefaultGeneratorFork(const DefaultGeneratorFork&) = delete;
+  DefaultGeneratorFork& operator=(const DefaultGeneratorFork&) = delete;
+
+ private:
+  at::Generator* gen_;
+  at::Generator default_;
+  at::Tensor saved_;
+};
+
+}  // namespace
+
+bool uses_sdpa(AttentionBackend backend, const at::Device& device) {
+  switch (backend) {
+    case AttentionBackend::kFlash:
+    case AttentionBackend::kFused: return true;
+    case AttentionBackend::kAuto: return device.is_cuda();
+    case AttentionBackend::kUnfused:
+    case AttentionBackend::kLocal: return false;
+  }
+  return false;
+}
 
 SelfAttention::SelfAttention(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
                              const parallel::LinearOptions& options)
@@ -22,63 +68,80 @@ SelfAttention::SelfAttention(const ModelConfig& c, at::Generator& gen, const par
                  ") must be divisible by --tensor-model-parallel-size (", parallel::tp_size(pc), ")");
 }
 
-at::Tensor SelfAttention::apply_rotary(const at::Tensor& t) const {
-  const int64_t s = t.size(0);
-  const int64_t dim = config_.rotary_dim();
-  const auto fp32 = t.options().dtype(at::kFloat);
-  const at::Tensor inv_freq = 1.0 / at::pow(config_.rotary_base, at::arange(0, dim, 2, fp32) / static_cast<double>(dim));
-  const at::Tensor freqs = at::outer(at::arange(s, fp32), inv_freq);  // [s, dim/2]
-  const at::Tensor emb = config_.rotary_interleaved
-                             ? at::stack({freqs, freqs}, -1).reshape({s, dim})
-                             : at::cat({freqs, freqs}, -1);
-  const at::Tensor cos = emb.cos().view({s, 1, 1, dim}).to(t.scalar_type());
-  const at::Tensor sin = emb.sin().view({s, 1, 1, dim}).to(t.scalar_type());
-  const at::Tensor rot = t.narrow(-1, 0, dim);
-  at::Tensor rotated_half;
-  if (config_.rotary_interleaved) {
-    const at::Tensor x1 = rot.slice(-1, 0, dim, 2), x2 = rot.slice(-1, 1, dim, 2);
-    rotated_half = at::stack({-x2, x1}, -1).flatten(-2);
+at::Tensor SelfAttention::apply_rotary(const at::Tensor& t, const at::Tensor& freqs) const {
+  // --no-rope-fusion: autograd through the plain ATen rotation instead of the fused op.
+  return config_.apply_rope_fusion ? kernels::ops::rope(t, freqs, config_.rotary_interleaved)
+                                   : kernels::rope_forward_reference(t, freqs, config_.rotary_interleaved);
+}
+
+at::Tensor SelfAttention::sdpa_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const ForwardContext& ctx) const {
+  const double p = ctx.training ? config_.attention_dropout : 0.0;
+  // On the CPU LibTorch has one fused kernel of its own: flash and fused both mean it there.
+  const auto backend = !q.is_cuda() ? kernels::aten::AttentionBackend::kAuto
+                       : config_.attention_backend == AttentionBackend::kFlash ? kernels::aten::AttentionBackend::kFlash
+                       : config_.attention_backend == AttentionBackend::kFused ? kernels::aten::AttentionBackend::kCudnn
+                                                                               : kernels::aten::AttentionBackend::kAuto;
+  const DefaultGeneratorFork fork(p > 0.0 ? ctx.model_parallel_gen : nullptr, q.device());
+  const at::Tensor out = kernels::aten::causal_self_attention(q, k, v, p, std::nullopt, backend);  // [s, b, np, hn]
+  return out.view({out.size(0), out.size(1), -1});
+}
+
+at::Tensor SelfAttention::explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                             const at::Tensor& mask, const ForwardContext& ctx) const {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), hn = q.size(3), ng = k.size(2), per_group = np / ng;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
+  // The query heads of a group stacked along the rows: [b, ng, per_group * s, hn], so each group's
+  // K and V serve all of its heads in one batched product without being repeated.
+  const at::Tensor qg = q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
+  const at::Tensor kg = k.permute({1, 2, 3, 0});  // [b, ng, hn, s]
+  const at::Tensor vg = v.permute({1, 2, 0, 3});  // [b, ng, s, hn]
+  const at::Tensor scores = at::matmul(qg, kg).view({b * np, s, s});
+  at::Tensor probs;
+  if (mask.defined()) {
+    // Megatron's ScaledMaskedSoftmax: masked scores set to -10000, softmax in fp32.
+    const at::Tensor masked = (scores.view({b, np, s, s}).to(at::kFloat) * scale).masked_fill(mask, -10000.0);
+    probs = at::softmax(masked, -1).to(q.scalar_type()).view({b * np, s, s});
+  } else if (config_.masked_softmax_fusion) {
+    probs = kernels::ops::causal_softmax(scores, scale);
   } else {
-    const auto halves = rot.chunk(2, -1);
-    rotated_half = at::cat({-halves[1], halves[0]}, -1);
+    probs = kernels::causal_softmax_forward_reference(scores, scale);  // --no-masked-softmax-fusion
   }
-  const at::Tensor out = rot * cos + rotated_half * sin;
-  if (dim == t.size(-1)) return out;
-  return at::cat({out, t.narrow(-1, dim, t.size(-1) - dim)}, -1);
+  probs = dropout(probs, config_.attention_dropout, ctx, ctx.model_parallel_gen);
+  const at::Tensor context = at::matmul(probs.view({b, ng, per_group * s, s}), vg);  // [b, ng, per_group*s, hn]
+  return context.view({b, ng, per_group, s, hn}).permute({3, 0, 1, 2, 4}).reshape({s, b, np * hn});
+}
+
+at::Tensor SelfAttention::core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const at::Tensor& mask, const ForwardContext& ctx) const {
+  if (!mask.defined() && uses_sdpa(config_.attention_backend, q.device())) return sdpa_attention(q, k, v, ctx);
+  return explicit_attention(q, k, v, mask, ctx);
 }
 
 std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, const at::Tensor& mask,
                                                          const ForwardContext& ctx) const {
-  const int64_t np = local_heads_, ng = local_groups_, hn = config_.kv_channels;
-  const int64_t per_group = np / ng;
-  // [s, b, ng/tp, (np/ng + 2) * hn]: each local group's query heads, then its key, then its value
+  // [s, b, ng/tp * (np/ng + 2) * hn]: each local group's query heads, then its key, then its value
   // (the whole sequence: under sequence parallelism linear_qkv gathers it).
-  at::Tensor qkv = linear_qkv_.forward(x);
-  const int64_t s = qkv.size(0), b = qkv.size(1);
-  qkv = qkv.view({s, b, ng, (per_group + 2) * hn});
-  const auto parts = qkv.split_with_sizes({per_group * hn, hn, hn}, -1);
-  at::Tensor q = parts[0].reshape({s, b, np, hn});
-  at::Tensor k = parts[1];  // [s, b, ng, hn]
-  at::Tensor v = parts[2];
-  if (config_.position_embedding == PositionEmbedding::kRope) {
-    q = apply_rotary(q);
-    k = apply_rotary(k);
-  }
-  if (per_group > 1) {  // query head h reads key/value group h / (np / ng)
-    k = k.repeat_interleave(per_group, 2);
-    v = v.repeat_interleave(per_group, 2);
-  }
-  // [b, np, s, hn]
-  q = q.permute({1, 2, 0, 3});
-  k = k.permute({1, 2, 0, 3});
-  v = v.permute({1, 2, 0, 3});
-  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(hn)));
-  const at::Tensor masked =
-      mask.defined() ? mask : at::ones({s, s}, scores.options().dtype(at::kBool)).triu(1).view({1, 1, s, s});
-  scores = scores.masked_fill(masked, -10000.0);
-  at::Tensor probs = at::softmax(scores, -1);
-  probs = dropout(probs, config_.attention_dropout, ctx, ctx.model_parallel_gen);
-  const at::Tensor context = at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+  const at::Tensor qkv = linear_qkv_.forward(x);
+  auto attend = [this, mask, ctx](const at::Tensor& qkv_in) {
+    const int64_t np = local_heads_, ng = local_groups_, hn = config_.kv_channels, per_group = np / ng;
+    const int64_t s = qkv_in.size(0), b = qkv_in.size(1);
+    const auto parts = qkv_in.view({s, b, ng, (per_group + 2) * hn}).split_with_sizes({per_group * hn, hn, hn}, -1);
+    at::Tensor q = parts[0].reshape({s, b, np, hn});
+    at::Tensor k = parts[1];  // [s, b, ng, hn]
+    at::Tensor v = parts[2];
+    if (config_.position_embedding == PositionEmbedding::kRope) {
+      const at::Tensor freqs = kernels::rope_freqs(s, config_.rotary_dim(), config_.rotary_base,
+                                                   config_.rotary_interleaved, qkv_in.device());
+      q = apply_rotary(q, freqs);
+      k = apply_rotary(k, freqs);
+    }
+    return core_attention(q, k.contiguous(), v.contiguous(), mask, ctx);
+  };
+  // --recompute-granularity selective: the attention core is recomputed in the backward.
+  const at::Tensor context = config_.recompute_granularity == RecomputeGranularity::kSelective && ctx.training
+                                 ? recompute(attend, qkv, {ctx.model_parallel_gen})
+                                 : attend(qkv);
   return {linear_proj_.forward(context), linear_proj_.bias()};
 }
 

@@ -1,7 +1,10 @@
 // GptModel (see gpt_model.h).
 #include "megatron/model/gpt_model.h"
 
+#include <algorithm>
+
 #include "megatron/core/check.h"
+#include "megatron/model/recompute.h"
 
 namespace megatron::model {
 namespace {
@@ -126,6 +129,30 @@ at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_
   return dropout(emb, config_.hidden_dropout, ctx, ctx.hidden_gen(sequence_parallel_));
 }
 
+at::Tensor GptModel::run_layers(const at::Tensor& input, const at::Tensor& mask, const ForwardContext& ctx) const {
+  const int n = static_cast<int>(layers_.size());
+  auto run = [this, mask, ctx](int begin, int end) {
+    return [this, mask, ctx, begin, end](const at::Tensor& x) {
+      at::Tensor h = x;
+      for (int i = begin; i < end; ++i) h = layers_[static_cast<std::size_t>(i)].forward(h, mask, ctx);
+      return h;
+    };
+  };
+  const bool full = config_.recompute_granularity == RecomputeGranularity::kFull && ctx.training;
+  if (!full) return run(0, n)(input);
+  const int per = std::max(1, config_.recompute_num_layers);
+  const std::vector<at::Generator*> streams{ctx.dropout_gen, ctx.model_parallel_gen};
+  at::Tensor hidden = input;
+  if (config_.recompute_method == RecomputeMethod::kUniform) {
+    // Megatron's uniform method: the layers in chunks of N, each chunk's input kept, its inside recomputed.
+    for (int i = 0; i < n; i += per) hidden = recompute(run(i, std::min(n, i + per)), hidden, streams);
+  } else {
+    // The block method: the first N layers of this chunk recomputed one by one, the rest kept.
+    for (int i = 0; i < n; ++i) hidden = i < per ? recompute(run(i, i + 1), hidden, streams) : run(i, i + 1)(hidden);
+  }
+  return hidden;
+}
+
 at::Tensor GptModel::forward(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& mask,
                              const at::Tensor& labels, const ForwardContext& ctx) const {
   at::Tensor hidden;  // [s, b, h], or [s/tp, b, h] under sequence parallelism
@@ -135,7 +162,7 @@ at::Tensor GptModel::forward(const at::Tensor& tokens, const at::Tensor& positio
     MEGATRON_CHECK(input_tensor_.defined(), "internal error: stage ", pc_->state->pp_rank(), " has no input tensor");
     hidden = input_tensor_;
   }
-  for (const auto& layer : layers_) hidden = layer.forward(hidden, mask, ctx);
+  hidden = run_layers(hidden, mask, ctx);
   if (!post_process_) return hidden;
   hidden = final_layernorm_->forward(hidden);
   // [s, b, V/tp]: the output layer gathers the sequence under sequence parallelism.

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "megatron/kernels/ops.h"
+
 namespace megatron::model {
 
 at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at::Generator* gen) {
@@ -24,8 +26,13 @@ Norm::Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOp
 }
 
 at::Tensor Norm::forward(const at::Tensor& x) const {
-  if (kind_ == Normalization::kLayerNorm) return at::layer_norm(x, {x.size(-1)}, weight_, bias_, eps_);
-  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_) * weight_;
+  if (kind_ == Normalization::kLayerNorm) return kernels::ops::layer_norm(x, weight_, bias_, eps_);
+  return kernels::ops::rms_norm(x, weight_, eps_);
+}
+
+std::pair<at::Tensor, at::Tensor> Norm::forward(const at::Tensor& x, const at::Tensor& residual) const {
+  if (kind_ == Normalization::kLayerNorm) return kernels::ops::layer_norm_residual(x, residual, weight_, bias_, eps_);
+  return kernels::ops::rms_norm_residual(x, residual, weight_, eps_);
 }
 
 void Norm::collect(const std::string& prefix, ParameterList& out) const {
@@ -43,6 +50,7 @@ double scaled_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2
 // spec 10.3), so silu(first half) * second half is right on every rank.
 parallel::LinearOptions fc1_options(const ModelConfig& c, parallel::LinearOptions options) {
   options.partition_stride = c.swiglu ? 2 : 1;
+  options.skip_bias_add = true;  // the bias goes into the (fused) activation
   return options;
 }
 
@@ -60,17 +68,25 @@ parallel::LinearOptions layer_linear_options(const ModelConfig& c, bool sequence
 Mlp::Mlp(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
          const parallel::LinearOptions& options)
     : swiglu_(c.swiglu),
+      fused_(c.bias_activation_fusion),
       linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.init_method_std, gen, pc,
                   fc1_options(c, options)),
       linear_fc2_(c.ffn_hidden_size, c.hidden_size, scaled_std(c), gen, pc, options) {}
 
 std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
-  at::Tensor h = linear_fc1_.forward(x);
-  if (swiglu_) {
-    const auto halves = h.chunk(2, -1);  // [gate ; up] per rank (spec 10.3)
-    h = at::silu(halves[0]) * halves[1];
+  at::Tensor h = linear_fc1_.forward(x);  // without its bias
+  const at::Tensor& bias = linear_fc1_.bias();
+  if (fused_) {
+    // Megatron's bias_gelu_impl / bias_swiglu_impl; its fused GeLU is the tanh approximation.
+    h = swiglu_ ? kernels::ops::bias_swiglu(h, bias) : kernels::ops::bias_gelu(h, bias);
   } else {
-    h = at::gelu(h, "tanh");  // Megatron's default fused bias-GeLU is the tanh approximation
+    if (bias.defined()) h = h + bias;
+    if (swiglu_) {
+      const auto halves = h.chunk(2, -1);  // [gate ; up] per rank (spec 10.3)
+      h = at::silu(halves[0]) * halves[1];
+    } else {
+      h = at::gelu(h);  // unfused: the exact erf GeLU (F.gelu)
+    }
   }
   return {linear_fc2_.forward(h), linear_fc2_.bias()};
 }
@@ -90,14 +106,14 @@ TransformerLayer::TransformerLayer(const ModelConfig& c, at::Generator& gen, con
       mlp_(c, gen, pc, layer_linear_options(c, sequence_parallel, options)) {}
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const {
-  auto bias_dropout_add = [&](const at::Tensor& out, const at::Tensor& bias, const at::Tensor& residual) {
-    return residual + dropout(bias.defined() ? out + bias : out, hidden_dropout_, ctx,
-                              ctx.hidden_gen(sequence_parallel_));
+  auto bias_dropout = [&](const at::Tensor& out, const at::Tensor& bias) {
+    return dropout(bias.defined() ? out + bias : out, hidden_dropout_, ctx, ctx.hidden_gen(sequence_parallel_));
   };
   auto [attn, attn_bias] = self_attention_.forward(input_layernorm_.forward(x), mask, ctx);
-  const at::Tensor h = bias_dropout_add(attn, attn_bias, x);
-  auto [mlp, mlp_bias] = mlp_.forward(pre_mlp_layernorm_.forward(h));
-  return bias_dropout_add(mlp, mlp_bias, h);
+  // h = x + dropout(attn + bias), and norm2(h), in one fused op.
+  const auto [normed, h] = pre_mlp_layernorm_.forward(bias_dropout(attn, attn_bias), x);
+  auto [mlp, mlp_bias] = mlp_.forward(normed);
+  return h + bias_dropout(mlp, mlp_bias);
 }
 
 void TransformerLayer::collect(const std::string& prefix, ParameterList& out) const {

@@ -1,7 +1,6 @@
 // AdamW on fp32 main parameters over the owned ranges of the DP buffers (see optimizer.h). The
-// update is element-wise, so it runs per owned range (one per bucket) rather than per parameter;
-// weight decay runs over the segments of decayed parameters first, which is the same per-element
-// order as torch.optim.AdamW (decay, moments, step).
+// update is element-wise, so it runs over runs of contiguous elements that share their weight
+// decay (one list entry each for the kernels' multi-tensor AdamW) rather than per parameter.
 #include "megatron/optim/optimizer.h"
 
 #include <ATen/core/grad_mode.h>
@@ -17,6 +16,7 @@
 #include <unordered_map>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/aten/adamw_ops.h"
 
 namespace megatron::optim {
 namespace {
@@ -32,8 +32,9 @@ struct Piece {
 }  // namespace
 
 Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::ParallelContext& pc,
-                     const AdamWConfig& config)
+                     const AdamWConfig& config, std::optional<LossScalerConfig> scaler)
     : buffer_(&buffer), config_(config) {
+  if (scaler) scaler_.emplace(*scaler);
   MEGATRON_ASSERT(pc.dp_cp == buffer.context().dp_cp && pc.tp == buffer.context().tp,
                   "the optimizer's parallel context is not the one of its data-parallel buffers");
   const parallel::BufferLayout& layout = buffer.layout();
@@ -67,7 +68,7 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
     for (const Segment& s : in_bucket) {
       const auto& [name, tensor] = params[static_cast<std::size_t>(s.param)];
       const Run run{s.main_offset, s.buffer_offset, s.numel};
-      if (AdamW::decays(name, tensor)) extend(decay_runs_, run);
+      extend(decays_weight(name, tensor) ? decay_runs_ : no_decay_runs_, run);
       // Each element once: TP-replicated parameters on TP rank 0, the tied embedding on the first
       // stage only (the last stage's output-layer copy is skipped, as Megatron's param_is_not_shared).
       const parallel::TensorParallelLayout& l = layouts[static_cast<std::size_t>(s.param)];
@@ -77,11 +78,57 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
     }
     main_numel += owned.numel();
   }
-  const at::TensorOptions fp32 = buffer.grad_data().options();
+  const at::TensorOptions fp32 = buffer.grad_data().options().dtype(at::kFloat);
   main_ = at::empty({main_numel}, fp32);
   exp_avg_ = at::zeros({main_numel}, fp32);
   exp_avg_sq_ = at::zeros({main_numel}, fp32);
+  // Without sharding every bucket is owned whole and the main layout is the buffer's: an fp32 grad
+  // buffer is then the main gradient itself. Otherwise the owned pieces are gathered each step.
+  main_grad_aliases_buffer_ = buffer.grad_data().scalar_type() == at::kFloat && main_numel == buffer.grad_data().numel();
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    main_grad_aliases_buffer_ = main_grad_aliases_buffer_ && owned_[b].begin == owned_main_offset_[b];
+  }
+  main_grad_ = main_grad_aliases_buffer_ ? buffer.grad_data() : at::zeros({main_numel}, fp32);
   reload_model_params();
+}
+
+void Optimizer::gather_main_grads() {
+  if (main_grad_aliases_buffer_) return;
+  at::NoGradGuard no_grad;
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    main_grad_.narrow(0, owned_main_offset_[b], owned_[b].numel())
+        .copy_(buffer_->grad_data().narrow(0, owned_[b].begin, owned_[b].numel()));
+  }
+}
+
+const parallel::ProcessGroup& Optimizer::grad_stats_group() const {
+  const parallel::ParallelContext& pc = buffer_->context();
+  return buffer_->config().use_distributed_optimizer ? *pc.world : *pc.mp;
+}
+
+bool Optimizer::unscale_and_check_for_inf() {
+  at::NoGradGuard no_grad;
+  main_grad_.mul_(1.0 / scaler_->scale());
+  at::Tensor found_inf = at::isfinite(main_grad_).all().logical_not().to(at::kFloat).reshape({1});
+  const parallel::ProcessGroup& group = grad_stats_group();
+  if (group.size() > 1) buffer_->context().comm->all_reduce(found_inf, parallel::ReduceOp::kMax, group).wait();
+  return found_inf.item<float>() > 0.0f;
+}
+
+StepResult Optimizer::step(double lr, double weight_decay, double clip_grad) {
+  gather_main_grads();
+  StepResult result;
+  if (scaler_) {
+    const bool found_inf = unscale_and_check_for_inf();
+    scaler_->update(found_inf);
+    if (found_inf) {
+      result.skipped = true;
+      return result;
+    }
+  }
+  if (clip_grad > 0.0) result.grad_norm = clip_main_grads(clip_grad);
+  adamw(lr, weight_decay, 1.0);
+  return result;
 }
 
 void Optimizer::reload_model_params() {
@@ -103,8 +150,20 @@ void Optimizer::copy_main_to_model() {
 }
 
 double Optimizer::clip_grad_norm(double max_norm) {
+  gather_main_grads();
+  const double norm = clip_main_grads(max_norm);
+  if (!main_grad_aliases_buffer_) {  // the clipped values back where the next gather reads them
+    at::NoGradGuard no_grad;
+    for (std::size_t b = 0; b < owned_.size(); ++b) {
+      buffer_->grad_data().narrow(0, owned_[b].begin, owned_[b].numel())
+          .copy_(main_grad_.narrow(0, owned_main_offset_[b], owned_[b].numel()));
+    }
+  }
+  return norm;
+}
+
+double Optimizer::clip_main_grads(double max_norm) {
   at::NoGradGuard no_grad;
-  const at::Tensor& grads = buffer_->grad_data();
   // Squares summed in fp64 (each fp32 square is exact there), so the norm does not depend on how
   // the gradients are cut into shards and runs; chunks bound the fp64 temporaries.
   constexpr std::int64_t kChunk = std::int64_t{1} << 22;
@@ -112,40 +171,47 @@ double Optimizer::clip_grad_norm(double max_norm) {
   for (const Run& r : norm_runs_) {
     for (std::int64_t begin = 0; begin < r.numel; begin += kChunk) {
       const at::Tensor chunk =
-          grads.narrow(0, r.buffer_offset + begin, std::min(kChunk, r.numel - begin)).to(at::kDouble);
+          main_grad_.narrow(0, r.main_offset + begin, std::min(kChunk, r.numel - begin)).to(at::kDouble);
       sums.push_back(at::dot(chunk, chunk));
     }
   }
   at::Tensor sum_sq =
-      sums.empty() ? at::zeros({1}, grads.options().dtype(at::kDouble)) : at::stack(sums).sum().reshape({1});
-  const parallel::ParallelContext& pc = buffer_->context();
-  const parallel::ProcessGroup& group = buffer_->config().use_distributed_optimizer ? *pc.world : *pc.mp;
-  if (group.size() > 1) pc.comm->all_reduce(sum_sq, parallel::ReduceOp::kSum, group).wait();
+      sums.empty() ? at::zeros({1}, main_grad_.options().dtype(at::kDouble)) : at::stack(sums).sum().reshape({1});
+  const parallel::ProcessGroup& group = grad_stats_group();
+  if (group.size() > 1) buffer_->context().comm->all_reduce(sum_sq, parallel::ReduceOp::kSum, group).wait();
   const double norm = std::sqrt(sum_sq.item<double>());
   if (max_norm > 0.0 && std::isfinite(norm)) {
     const double coeff = max_norm / (norm + 1e-6);
     if (coeff < 1.0) {
-      for (const auto& owned : owned_) buffer_->grad_data().narrow(0, owned.begin, owned.numel()).mul_(coeff);
+      for (std::size_t b = 0; b < owned_.size(); ++b) {
+        main_grad_.narrow(0, owned_main_offset_[b], owned_[b].numel()).mul_(coeff);
+      }
     }
   }
   return norm;
 }
 
-void Optimizer::step(double lr, double weight_decay) {
+void Optimizer::adamw(double lr, double weight_decay, double grad_scale) {
   at::NoGradGuard no_grad;
   ++step_;
-  if (weight_decay != 0.0) {
-    for (const Run& r : decay_runs_) main_.narrow(0, r.main_offset, r.numel).mul_(1.0 - lr * weight_decay);
-  }
-  const at::Tensor& grads = buffer_->grad_data();
-  for (std::size_t b = 0; b < owned_.size(); ++b) {
-    const std::int64_t n = owned_[b].numel();
-    if (n == 0) continue;
-    const at::Tensor g = grads.narrow(0, owned_[b].begin, n);
-    at::Tensor p = main_.narrow(0, owned_main_offset_[b], n);
-    at::Tensor m = exp_avg_.narrow(0, owned_main_offset_[b], n);
-    at::Tensor v = exp_avg_sq_.narrow(0, owned_main_offset_[b], n);
-    adamw_update(p, g, m, v, config_, step_, lr);
+  for (const bool decay : {true, false}) {
+    kernels::aten::AdamWLists lists;
+    for (const Run& r : decay ? decay_runs_ : no_decay_runs_) {
+      if (r.numel == 0) continue;
+      lists.params.push_back(main_.narrow(0, r.main_offset, r.numel));
+      lists.grads.push_back(main_grad_.narrow(0, r.main_offset, r.numel));
+      lists.exp_avgs.push_back(exp_avg_.narrow(0, r.main_offset, r.numel));
+      lists.exp_avg_sqs.push_back(exp_avg_sq_.narrow(0, r.main_offset, r.numel));
+    }
+    kernels::AdamWHyperparams hyper;
+    hyper.lr = lr;
+    hyper.beta1 = config_.beta1;
+    hyper.beta2 = config_.beta2;
+    hyper.eps = config_.eps;
+    hyper.weight_decay = decay ? weight_decay : 0.0;
+    hyper.step = step_;
+    hyper.grad_scale = grad_scale;
+    kernels::aten::adamw_step_(lists, hyper);
   }
   copy_main_to_model();
 }

@@ -1,10 +1,14 @@
-// Vocab-parallel cross entropy (spec 10.7, see tensor_parallel.h) as one autograd function: the
-// logits are never gathered; two all-reduces over TP (the max, then the packed target logit and
-// sum of exponentials). The softmax is kept for backward. At TP size 1 nothing is communicated.
+// Vocab-parallel cross entropy (spec 10.7, see tensor_parallel.h) as one autograd function over the
+// kernels' cross-entropy entries (the CUDA kernel on CUDA logits, the ATen reference elsewhere):
+// each TP rank reduces its vocabulary shard to per-token (max, sum of exponentials, target logit)
+// in one pass, the pieces of every rank travel in ONE packed all-reduce over TP, and the backward
+// recomputes softmax - one-hot from the logits and the global (max, sum) without ever holding the
+// fp32 softmax. The logits are never gathered. At TP size 1 nothing is communicated.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/aten/cross_entropy_ops.h"
 #include "megatron/parallel/tensor_parallel.h"
 
 namespace megatron::parallel {
@@ -16,40 +20,22 @@ using torch::autograd::variable_list;
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets,
                             const ParallelContext* pc) {
-    const int tp = tp_size(*pc);
-    const std::int64_t vocab_per_rank = logits.size(-1);
-    const std::int64_t start = vocab_per_rank * tp_rank(*pc), end = start + vocab_per_rank;
-
-    at::Tensor x = logits.to(at::kFloat);  // [s, b, V/tp]
-    at::Tensor max = std::get<0>(x.max(-1)).contiguous();
-    if (tp > 1) pc->comm->all_reduce(max, ReduceOp::kMax, *pc->tp).wait();
-    x = x - max.unsqueeze(-1);
-
-    const at::Tensor foreign = (targets < start).logical_or(targets >= end);  // not this rank's id
-    const at::Tensor local_target = (targets - start).masked_fill(foreign, 0);
-    const at::Tensor predicted = x.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(foreign, 0.0);
-    const at::Tensor exp = x.exp_();
-    at::Tensor packed = at::stack({predicted, exp.sum(-1)});  // [2, s, b]: one all-reduce for both
+    const int tp = tp_size(*pc), rank = tp_rank(*pc);
+    const std::int64_t vocab_start = logits.size(-1) * rank;
+    const kernels::CrossEntropyStats stats = kernels::cross_entropy_shard_stats(logits, targets, vocab_start);
+    at::Tensor packed = kernels::cross_entropy_pack_stats(stats, rank, tp);
     if (tp > 1) pc->comm->all_reduce(packed, ReduceOp::kSum, *pc->tp).wait();
-    const at::Tensor sum_exp = packed[1];
-    const at::Tensor loss = sum_exp.log() - packed[0];
-
-    const at::Tensor softmax = exp.div_(sum_exp.unsqueeze(-1));
-    ctx->save_for_backward({softmax, foreign, local_target});
-    ctx->saved_data["dtype"] = static_cast<std::int64_t>(logits.scalar_type());
-    return loss;
+    const kernels::CrossEntropyResult r = kernels::cross_entropy_combine_packed(packed, targets, tp);
+    ctx->save_for_backward({logits, targets, r.max, r.sum_exp});
+    ctx->saved_data["vocab_start"] = vocab_start;
+    return r.loss;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& softmax = saved[0];
-    const at::Tensor owned = saved[1].logical_not().to(softmax.scalar_type());
-    // softmax - one_hot(target) on the rank owning the target, times the incoming gradient.
-    at::Tensor grad = softmax.clone();
-    grad.scatter_add_(-1, saved[2].unsqueeze(-1), -owned.unsqueeze(-1));
-    grad.mul_(grads[0].unsqueeze(-1));
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    return {grad.to(dtype), at::Tensor(), at::Tensor()};
+    const auto s = ctx->get_saved_variables();
+    const at::Tensor grad =
+        kernels::cross_entropy_backward(grads[0], s[0], s[1], s[2], s[3], ctx->saved_data["vocab_start"].toInt());
+    return {grad, at::Tensor(), at::Tensor()};
   }
 };
 

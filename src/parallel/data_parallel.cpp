@@ -1,9 +1,11 @@
 // The param-and-grad buffer and its bucketed DP reduction (see data_parallel.h). Gradients land in
-// the buffer because each parameter's .grad is a view into it: autograd's AccumulateGrad adds a
-// new gradient in place into an existing .grad when grad mode is off during backward (no
-// create_graph), which is how backward runs here. The overlap hooks sit on the parameters' grad
-// accumulators (AccumulateGrad nodes), kept alive by this object so that every forward reuses
-// them; they fire after the gradient has been added.
+// the buffer in one of two ways. When the grad buffer has the parameters' dtype, each parameter's
+// .grad is a view into it: autograd's AccumulateGrad adds a new gradient in place into an existing
+// .grad when grad mode is off during backward (no create_graph), which is how backward runs here.
+// Otherwise (bf16/fp16 parameters, fp32 gradients: Megatron's main_grad) a hook after each
+// AccumulateGrad adds the parameter's .grad into its fp32 view and drops it. The hooks sit on the
+// parameters' grad accumulators (AccumulateGrad nodes), kept alive by this object so that every
+// forward reuses them; they fire after the gradient has been accumulated.
 #include "megatron/parallel/data_parallel.h"
 
 #include <ATen/core/grad_mode.h>
@@ -53,6 +55,27 @@ struct DataParallelBuffers::Core {
 
   void grad_ready(int param);
   void reset();
+
+  // Main-grad mode: moves the gradient AccumulateGrad left in .grad into the buffer (in the
+  // buffer's dtype) and drops it. Registered before ReadyHook, so it runs first.
+  class MainGradHook final : public torch::autograd::FunctionPostHook {
+   public:
+    MainGradHook(at::Tensor param, at::Tensor main_grad) : param_(std::move(param)), main_grad_(std::move(main_grad)) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list& /*inputs*/) override {
+      at::Tensor& grad = param_.mutable_grad();
+      if (grad.defined()) {
+        const at::NoGradGuard no_grad;
+        main_grad_.add_(grad);
+        grad.reset();
+      }
+      return outputs;
+    }
+
+   private:
+    at::Tensor param_;      // shares the parameter's TensorImpl (and its .grad)
+    at::Tensor main_grad_;  // the parameter's view of the grad buffer
+  };
 
   // Runs after AccumulateGrad added a parameter's gradient into the buffer.
   class ReadyHook final : public torch::autograd::FunctionPostHook {
@@ -176,7 +199,9 @@ DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector
   layout_ = make_buffer_layout(numels, effective_bucket_size(config_, pc.dp->size(), pc.state->pp_rank()),
                                pc.dp_cp->size(), config_.use_distributed_optimizer, own_bucket);
   param_data_ = at::zeros({layout_.numel}, first.options().requires_grad(false));
-  grad_data_ = at::zeros({layout_.numel}, first.options().dtype(at::kFloat).requires_grad(false));
+  const at::ScalarType grad_dtype = config_.grad_in_fp32 ? at::kFloat : first.scalar_type();
+  grad_data_ = at::zeros({layout_.numel}, first.options().dtype(grad_dtype).requires_grad(false));
+  main_grad_mode_ = grad_dtype != first.scalar_type();
   {
     at::NoGradGuard no_grad;
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -191,7 +216,7 @@ DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector
   core_->ready_count.assign(params_.size(), 0);
   core_->buckets.resize(layout_.buckets.size());
   zero_grad();
-  if (config_.overlap_grad_reduce) register_hooks();
+  if (config_.overlap_grad_reduce || main_grad_mode_) register_hooks();
 }
 
 DataParallelBuffers::~DataParallelBuffers() {
@@ -209,7 +234,12 @@ void DataParallelBuffers::register_hooks() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i].second);
     MEGATRON_ASSERT(accumulator, "no gradient accumulator for ", params_[i].first);
-    accumulator->add_post_hook(std::make_unique<Core::ReadyHook>(core_, static_cast<int>(i)));
+    if (main_grad_mode_) {
+      accumulator->add_post_hook(std::make_unique<Core::MainGradHook>(params_[i].second, grad(static_cast<int>(i))));
+    }
+    if (config_.overlap_grad_reduce) {
+      accumulator->add_post_hook(std::make_unique<Core::ReadyHook>(core_, static_cast<int>(i)));
+    }
     core_->accumulators.push_back(std::move(accumulator));
   }
 }
@@ -224,11 +254,20 @@ Range DataParallelBuffers::owned_range(int bucket) const {
   return {r.begin + shard * shard_rank(), r.begin + shard * (shard_rank() + 1)};
 }
 
+at::Tensor DataParallelBuffers::grad(int param) const {
+  const Range r = layout_.params.at(static_cast<std::size_t>(param));
+  return grad_data_.narrow(0, r.begin, r.numel()).view(params_[static_cast<std::size_t>(param)].second.sizes());
+}
+
 void DataParallelBuffers::zero_grad() {
   core_->reset();
   grad_data_.zero_();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     at::Tensor& grad = params_[i].second.mutable_grad();
+    if (main_grad_mode_) {
+      grad.reset();
+      continue;
+    }
     const Range r = layout_.params[i];
     const void* want = static_cast<const char*>(grad_data_.data_ptr()) + r.begin * grad_data_.element_size();
     if (!grad.defined() || grad.data_ptr() != want || grad.sizes() != params_[i].second.sizes()) {
@@ -308,24 +347,19 @@ void DataParallelBuffers::all_gather_params() {
 namespace {
 
 // Sums the gradients of the parameters `selected` picks over `group` (one coalesced all-reduce).
-void allreduce_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                     bool (*selected)(const TensorParallelLayout&), const ProcessGroup& group, Communicator& comm,
-                     const char* what) {
-  MEGATRON_ASSERT(params.size() == layouts.size());
+void allreduce_grads(const DataParallelBuffers& buffers, bool (*selected)(const TensorParallelLayout&),
+                     const ProcessGroup& group) {
   if (group.size() == 1) return;
   std::vector<at::Tensor> grads;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    if (!selected(layouts[i])) continue;
-    const at::Tensor& g = params[i].second.grad();
-    MEGATRON_CHECK(g.defined(), what, " parameter ", params[i].first, " has no gradient");
-    grads.push_back(g);
+  for (std::size_t i = 0; i < buffers.params().size(); ++i) {
+    if (selected(buffers.layouts()[i])) grads.push_back(buffers.grad(static_cast<int>(i)));
   }
   if (grads.empty()) return;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> flat_parts;
   for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
   at::Tensor flat = at::cat(flat_parts);
-  comm.all_reduce(flat, ReduceOp::kSum, group).wait();
+  buffers.context().comm->all_reduce(flat, ReduceOp::kSum, group).wait();
   std::int64_t offset = 0;
   for (auto& g : grads) {
     g.copy_(flat.narrow(0, offset, g.numel()).view(g.sizes()));
@@ -335,16 +369,13 @@ void allreduce_grads(const NamedTensors& params, const std::vector<TensorParalle
 
 }  // namespace
 
-void allreduce_shared_embedding_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                                      const ParallelContext& pc) {
-  allreduce_grads(params, layouts, [](const TensorParallelLayout& l) { return l.shared_embedding; }, *pc.embedding,
-                  *pc.comm, "shared-embedding");
+void allreduce_shared_embedding_grads(const DataParallelBuffers& buffers) {
+  allreduce_grads(buffers, [](const TensorParallelLayout& l) { return l.shared_embedding; },
+                  *buffers.context().embedding);
 }
 
-void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                                       const ParallelContext& pc) {
-  allreduce_grads(params, layouts, [](const TensorParallelLayout& l) { return l.sequence_parallel; }, *pc.tp, *pc.comm,
-                  "sequence-parallel");
+void allreduce_sequence_parallel_grads(const DataParallelBuffers& buffers) {
+  allreduce_grads(buffers, [](const TensorParallelLayout& l) { return l.sequence_parallel; }, *buffers.context().tp);
 }
 
 }  // namespace megatron::parallel

@@ -69,7 +69,8 @@ ColumnParallelLinear::ColumnParallelLinear(int in_features, int out_features, do
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
-  return column_parallel_linear(x, weight_, bias_, *pc_, options_.sequence_parallel, options_.gather_output);
+  return column_parallel_linear(x, weight_, options_.skip_bias_add ? at::Tensor() : bias_, *pc_,
+                                options_.sequence_parallel, options_.gather_output);
 }
 
 void ColumnParallelLinear::collect(const std::string& prefix, ParameterList& out) const {

@@ -63,6 +63,18 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"attention_dropout", "--attention-dropout", K::kValue, "Dropout on attention probabilities."}, m.attention_dropout);
   f(FieldSpec{"hidden_dropout", "--hidden-dropout", K::kValue, "Dropout on hidden states and embeddings."}, m.hidden_dropout);
   f(FieldSpec{"make_vocab_size_divisible_by", "--make-vocab-size-divisible-by", K::kValue, "Pad the vocabulary to a multiple of this times TP."}, m.make_vocab_size_divisible_by);
+  f(FieldSpec{"bias_gelu_fusion", "--no-bias-gelu-fusion", K::kStoreFalse, "Unfused bias + exact (erf) GeLU instead of the fused tanh GeLU."}, m.bias_gelu_fusion);
+  f(FieldSpec{"bias_swiglu_fusion", "--no-bias-swiglu-fusion", K::kStoreFalse, "Unfused bias + SwiGLU."}, m.bias_swiglu_fusion);
+  f(FieldSpec{"bias_dropout_fusion", "--no-bias-dropout-fusion", K::kStoreFalse, "Unfused bias-dropout-add (same numbers here)."}, m.bias_dropout_fusion);
+  f(FieldSpec{"masked_softmax_fusion", "--no-masked-softmax-fusion", K::kStoreFalse, "Plain ATen causal softmax instead of the fused kernel."}, m.masked_softmax_fusion);
+  f(FieldSpec{"apply_rope_fusion", "--no-rope-fusion", K::kStoreFalse, "Plain ATen rotary embedding instead of the fused kernel."}, m.apply_rope_fusion);
+  f(FieldSpec{"gradient_accumulation_fusion", "--no-gradient-accumulation-fusion", K::kStoreFalse, "Accumulate weight gradients through the main-grad hook (the only path in this build)."}, m.gradient_accumulation_fusion);
+  f(FieldSpec{"attention_backend", "--attention-backend", K::kValue, "auto, flash, fused (cuDNN), unfused or local."}, m.attention_backend);
+  f(FieldSpec{"recompute_activations", "--recompute-activations", K::kStoreTrue, "Selective recomputation of the core attention."}, m.recompute_activations);
+  f(FieldSpec{"recompute_granularity", "--recompute-granularity", K::kValue, "full or selective."}, m.recompute_granularity);
+  f(FieldSpec{"recompute_method", "--recompute-method", K::kValue, "uniform or block (with full)."}, m.recompute_method);
+  f(FieldSpec{"recompute_num_layers", "--recompute-num-layers", K::kValue, "Layers per recomputed chunk (uniform) or recomputed layers per stage (block)."}, m.recompute_num_layers);
+  f(FieldSpec{"recompute_modules", "--recompute-modules", K::kList, "Modules recomputed with selective granularity (core_attn)."}, m.recompute_modules);
 
   auto& t = a.training;
   f(FieldSpec{"micro_batch_size", "--micro-batch-size", K::kValue, "Sequences per microbatch per model replica (required)."}, t.micro_batch_size);

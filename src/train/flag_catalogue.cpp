@@ -11,7 +11,7 @@ using K = FlagKind;
 
 constexpr std::string_view kTensorBoard = "TensorBoard logging is not implemented yet";
 constexpr std::string_view kWandb = "Weights & Biases logging is not implemented";
-constexpr std::string_view kRecompute = "activation recomputation is not implemented yet";
+constexpr std::string_view kRecompute = "an older Megatron name: use --recompute-granularity, --recompute-method and --recompute-num-layers";
 constexpr std::string_view kCkpt = "checkpoints use this project's own format in Megatron's folder layout (see docs)";
 
 constexpr CataloguedFlag kUnsupported[] = {
@@ -28,7 +28,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--embedding-init-method-std", K::kValue, "a separate embedding initialisation is not implemented yet"},
     {"--init-method-xavier-uniform", K::kStoreTrue, "only normal initialisation (--init-method-std) is implemented"},
     {"--apply-residual-connection-post-layernorm", K::kStoreTrue, "only the pre-LayerNorm residual order is implemented"},
-    {"--attention-backend", K::kValue, "this build chooses its attention kernels itself"},
     {"--transformer-impl", K::kValue, "this build has its own implementation of Megatron's local layer spec"},
     {"--num-experts", K::kValue, "mixture-of-experts models are not implemented"},
     {"--no-position-embedding", K::kStoreTrue, "deprecated in Megatron; use --position-embedding-type"},
@@ -91,12 +90,7 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--wandb-entity", K::kValue, kWandb},
     {"--data-parallel-random-init", K::kStoreTrue, "per-replica initialisation is not implemented"},
     // Activation recomputation (6.10).
-    {"--recompute-activations", K::kStoreTrue, kRecompute},
-    {"--recompute-granularity", K::kValue, kRecompute},
-    {"--recompute-method", K::kValue, kRecompute},
-    {"--recompute-num-layers", K::kValue, kRecompute},
-    {"--distribute-saved-activations", K::kStoreTrue, kRecompute},
-    {"--recompute-modules", K::kList, kRecompute},
+    {"--distribute-saved-activations", K::kStoreTrue, "distributing saved activations over tensor-parallel ranks is not implemented"},
     // Older Megatron versions' names for recomputation and TensorBoard options.
     {"--checkpoint-activations", K::kStoreTrue, kRecompute},
     {"--checkpoint-num-layers", K::kValue, kRecompute},
@@ -111,12 +105,6 @@ constexpr CataloguedFlag kIgnored[] = {
     {"--use-mcore-models", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
     {"--no-async-tensor-model-parallel-allreduce", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
     {"--use-flash-attn", K::kStoreTrue, kKernelChoice},
-    {"--no-masked-softmax-fusion", K::kStoreTrue, kKernelChoice},
-    {"--no-bias-gelu-fusion", K::kStoreTrue, kKernelChoice},
-    {"--no-bias-swiglu-fusion", K::kStoreTrue, kKernelChoice},
-    {"--no-bias-dropout-fusion", K::kStoreTrue, kKernelChoice},
-    {"--no-rope-fusion", K::kStoreTrue, kKernelChoice},
-    {"--no-gradient-accumulation-fusion", K::kStoreTrue, kKernelChoice},
     {"--no-persist-layer-norm", K::kStoreTrue, kKernelChoice},
     {"--cross-entropy-loss-fusion", K::kStoreTrue, kKernelChoice},
     {"--use-cpu-initialization", K::kStoreTrue, "initialisation here does not depend on the device it runs on"},

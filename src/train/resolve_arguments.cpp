@@ -312,7 +312,50 @@ void Resolver::model() {
   positive("--make-vocab-size-divisible-by", "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by);
   unsupported(!m.add_bias_linear && m.add_qkv_bias, "--add-qkv-bias with --disable-bias-linear", "a bias on QKV only");
   if (m.add_bias_linear) m.add_qkv_bias = true;
+  static const char* kBackends[] = {"auto", "flash", "fused", "unfused", "local"};
+  if (std::find(std::begin(kBackends), std::end(kBackends), m.attention_backend) == std::end(kBackends)) {
+    problem("argument --attention-backend: invalid choice: '" + m.attention_backend +
+            "' (choose from 'flash', 'fused', 'unfused', 'local', 'auto')");
+  }
+  recompute();
   if (layers && hidden && heads && seq && max_pos && ffn && m.kv_channels > 0 && mbs_ok_) memory();
+}
+
+// Megatron's recomputation rules (validate_args and TransformerConfig.__post_init__).
+void Resolver::recompute() {
+  auto& m = a_.model;
+  if (m.recompute_activations) m.recompute_granularity = "selective";
+  if (m.recompute_granularity && *m.recompute_granularity != "full" && *m.recompute_granularity != "selective") {
+    problem("argument --recompute-granularity: invalid choice: '" + *m.recompute_granularity +
+            "' (choose from 'full', 'selective')");
+  }
+  if (m.recompute_method && *m.recompute_method != "uniform" && *m.recompute_method != "block") {
+    problem("argument --recompute-method: invalid choice: '" + *m.recompute_method + "' (choose from 'uniform', 'block')");
+  }
+  if (m.recompute_granularity == "selective") {
+    check(!m.recompute_method, "recompute method is not yet supported for selective recomputing granularity "
+                               "(drop --recompute-method, or use --recompute-granularity full)");
+    if (m.recompute_modules) {
+      for (const auto& module : *m.recompute_modules) {
+        unsupported(module != "core_attn", "--recompute-modules " + module, "only core_attn is recomputed selectively");
+      }
+    }
+  }
+  if (m.recompute_granularity == "full") {
+    check(m.recompute_method.has_value(),
+          "--recompute-granularity full needs --recompute-method uniform or block (Megatron's TransformerConfig)");
+    check(m.recompute_num_layers.has_value(),
+          "--recompute-granularity full needs --recompute-num-layers (between 1 and the layers per pipeline stage)");
+    if (m.recompute_num_layers) {
+      positive("--recompute-num-layers", "recompute_num_layers", *m.recompute_num_layers);
+      const int pp = a_.parallel.pipeline_model_parallel_size;
+      if (m.num_layers > 0 && pp > 0) {
+        check(*m.recompute_num_layers <= m.num_layers / std::max(1, pp),
+              "--recompute-num-layers (" + num(std::int64_t{*m.recompute_num_layers}) +
+                  ") must be at most the layers per pipeline stage (" + num(std::int64_t{m.num_layers / std::max(1, pp)}) + ")");
+      }
+    }
+  }
 }
 
 namespace {

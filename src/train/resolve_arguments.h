@@ -71,6 +71,7 @@ class Resolver {
   void batch_size();
   void precision();
   void iterations();
+  void recompute();
   void model();
   void memory();
   void optimizer();

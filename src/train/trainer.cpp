@@ -19,6 +19,7 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/process_lock.h"
+#include "megatron/kernels/device.h"
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/data_parallel.h"
 #include "megatron/parallel/pipeline_executor.h"
@@ -80,6 +81,8 @@ class Trainer {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::int64_t padded_vocab_ = 0;
   std::unique_ptr<Generators> gens_;
+  at::Device device_ = at::kCPU;  // the GPU of this rank's local rank, or the CPU
+  at::ScalarType params_dtype_ = at::kFloat;
   // This rank's model chunks (one per virtual pipeline stage), their parameters together under
   // their checkpoint names ("model<c>." in front with several chunks), and the schedule runner.
   std::vector<std::unique_ptr<model::GptModel>> chunks_;
@@ -102,7 +105,10 @@ class Trainer {
   double flops_per_iteration_ = 0.0;
   // Interval accumulators for the log line.
   double interval_loss_ = 0.0;
-  std::int64_t interval_iters_ = 0;
+  std::int64_t interval_iters_ = 0;     // iterations in the interval
+  std::int64_t interval_advanced_ = 0;  // of which not skipped (their losses are averaged)
+  std::int64_t interval_skipped_ = 0;
+  std::int64_t interval_nan_ = 0;
   Clock::time_point interval_start_;
   double last_grad_norm_ = 0.0;
   TrainingResult result_;
@@ -131,14 +137,26 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   pc_ = parallel::ParallelContext::create(*ps_, comm_);
   out_ << "> initialized tensor model parallel with size " << ps_->tp() << "\n"
        << "> initialized pipeline model parallel with size " << ps_->pp() << std::endl;
+  device_ = kernels::select_device(comm_.local_rank());
+  const auto& x = args_.precision;
+  params_dtype_ = x.bf16 ? at::kBFloat16 : (x.fp16 ? at::kHalf : at::kFloat);
+  out_ << "> training on " << kernels::describe_device(device_) << " in " << x.params_dtype
+       << (device_.is_cpu() ? " (no usable GPU: CPU ranks)" : " (one GPU per rank, by local rank)") << std::endl;
   const auto seed = static_cast<std::uint64_t>(args_.training.seed);
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
-  gens_ = std::make_unique<Generators>(Generators{at::make_generator<at::CPUGeneratorImpl>(ps_->default_seed(seed)),
-                                                  at::make_generator<at::CPUGeneratorImpl>(ps_->model_parallel_seed(seed))});
+  gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
+                                                  kernels::make_generator(device_, ps_->model_parallel_seed(seed))});
   build_model();
+  // Megatron's scalers: dynamic with --fp16, constant with --loss-scale (fp16 or bf16), none otherwise.
+  std::optional<optim::LossScalerConfig> scaler;
+  if (x.loss_scale) {
+    scaler = optim::LossScalerConfig{false, *x.loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
+  } else if (x.fp16) {
+    scaler = optim::LossScalerConfig{true, x.initial_loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
+  }
   optimizer_ = std::make_unique<optim::Optimizer>(
-      *ddp_, pc_,
-      optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps});
+      *ddp_, pc_, optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps},
+      scaler);
   scheduler_ = std::make_unique<optim::ParamScheduler>(to_scheduler_config(args_));
   train_iters_ = total_train_iters(args_);
   const FlopsShape shape{args_.model.num_layers, args_.model.hidden_size, args_.model.ffn_hidden_size,
@@ -182,7 +200,8 @@ void Trainer::build_model() {
     const model::StageSpec stage{range.first, range.count, ps_->is_first_stage() && c == 0,
                                  ps_->is_last_stage() && c == chunks - 1};
     at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init_gen, stage));
+    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init_gen, stage,
+                                                        at::TensorOptions().device(device_).dtype(params_dtype_)));
     const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
     for (const auto& [name, t] : chunks_.back()->named_parameters()) params_.emplace_back(prefix + name, t);
     const auto& l = chunks_.back()->parameter_layouts();
@@ -200,11 +219,13 @@ void Trainer::build_model() {
   ddp_config.use_distributed_optimizer = p.use_distributed_optimizer;
   ddp_config.bucket_size = p.ddp_bucket_size;
   ddp_config.disable_bucketing = chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
+  ddp_config.grad_in_fp32 = params_dtype_ == at::kFloat || args_.precision.accumulate_allreduce_grads_in_fp32;
   ddp_ = std::make_unique<parallel::DataParallelBuffers>(params_, layouts_, pc_, ddp_config);
   const std::int64_t seq = args_.model.seq_length / (config.sequence_parallel && ps_->tp() > 1 ? ps_->tp() : 1);
   executor_ = std::make_unique<parallel::PipelineExecutor>(
       pc_, parallel::PipelineShape{pp, chunks, num_microbatches(args_), p.microbatch_group_size_per_vp_stage.value_or(0)},
-      std::vector<std::int64_t>{seq, args_.training.micro_batch_size, args_.model.hidden_size}, at::TensorOptions());
+      std::vector<std::int64_t>{seq, args_.training.micro_batch_size, args_.model.hidden_size},
+      at::TensorOptions().device(device_).dtype(params_dtype_));
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -287,6 +308,9 @@ void Trainer::maybe_load() {
       parallel::NamedTensors pieces;
       for (const auto& part : state.optimizer_parts) pieces.insert(pieces.end(), part.begin(), part.end());
       optimizer_->load_state(pieces, state.optimizer_steps);
+      if (optim::LossScaler* scaler = optimizer_->scaler(); scaler && !state.grad_scaler.is_null()) {
+        scaler->load_state(state.grad_scaler);
+      }
     }
     for (const auto& [name, t] : state.rng) {
       if (name == "default") gens_->default_gen.set_state(t);
@@ -298,9 +322,9 @@ void Trainer::maybe_load() {
 }
 
 std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, double tokens) {
-  // On the loss's device (a collective of the run's communicator); no micro-batches: zero.
-  const auto options = (loss_sum.defined() ? loss_sum.options() : at::TensorOptions()).dtype(at::kDouble);
-  const at::Tensor sum = loss_sum.defined() ? loss_sum.detach().to(at::kDouble) : at::zeros({}, options);
+  // On the host (the MPI communicator's tensors; one small copy per step); no micro-batches: zero.
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor sum = loss_sum.defined() ? loss_sum.detach().to(at::kCPU, at::kDouble) : at::zeros({}, options);
   at::Tensor both = at::stack({sum, at::scalar_tensor(tokens, options)});
   comm_.all_reduce(both, parallel::ReduceOp::kSum, *pc_.dp_cp).wait();
   const double* v = both.data_ptr<double>();
@@ -316,13 +340,14 @@ std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, boo
       auto batch = reader->next();
       MEGATRON_CHECK(batch.has_value(), "the ", training ? "training" : "evaluation", " data ran out at iteration ",
                      iteration_ + 1, "; this is a bug in the sample counts");
-      batches.push_back(std::move(*batch));
+      batches.push_back(to_device(std::move(*batch), device_));
     }
   }
   // The losses stay tensors (on the model's device) until the step is done: no host
   // synchronisation per micro-batch.
   at::Tensor loss_sum;
   double tokens = 0.0;
+  const double loss_scale = training ? optimizer_->loss_scale() : 1.0;
   parallel::PipelineSteps steps;
   steps.forward = [&](int m, int c, const at::Tensor& input) {
     model::GptModel& chunk = *chunks_[static_cast<std::size_t>(c)];
@@ -336,7 +361,8 @@ std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, boo
     const at::Tensor sum = (out * b.loss_mask).sum();
     loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
     tokens += b.loss_tokens;
-    return (sum / std::max(1.0, b.loss_tokens)) / num_microbatches_;
+    // The backward scalar; times the loss scale with a scaler (fp16), which the optimizer divides out.
+    return (sum / std::max(1.0, b.loss_tokens)) * (loss_scale / num_microbatches_);
   };
   if (training) {
     steps.before_backward = [&](int m, int) { ddp_->set_last_microbatch(m == num_microbatches_ - 1); };
@@ -352,8 +378,8 @@ void Trainer::train_step() {
   ddp_->zero_grad();
   const auto [loss_sum, tokens] = run_microbatches(train_reader_.get(), true);
   ddp_->finish_grad_sync();
-  parallel::allreduce_sequence_parallel_grads(params_, layouts_, pc_);
-  parallel::allreduce_shared_embedding_grads(params_, layouts_, pc_);
+  parallel::allreduce_sequence_parallel_grads(*ddp_);
+  parallel::allreduce_shared_embedding_grads(*ddp_);
   // The loss exists on the last pipeline stage, which prints it.
   double loss = 0.0;
   if (ps_->is_last_stage()) {
@@ -363,16 +389,27 @@ void Trainer::train_step() {
                    ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
     result_.iteration_losses.push_back(loss);
   }
-  last_grad_norm_ = optimizer_->clip_grad_norm(args_.optimizer.clip_grad);
-  MEGATRON_CHECK(std::isfinite(last_grad_norm_), "iteration ", iteration_ + 1, " on rank ", ps_->rank(),
-                 ": the gradient norm is not finite; stopping");
-  optimizer_->step(scheduler_->lr(), scheduler_->wd());
-  scheduler_->step(args_.training.global_batch_size);
+  const optim::StepResult step = optimizer_->step(scheduler_->lr(), scheduler_->wd(), args_.optimizer.clip_grad);
+  // Without a loss scaler an inf/NaN gradient cannot be skipped: stop and say so (with one, an
+  // overflow is the scaler's signal and the step was skipped).
+  MEGATRON_CHECK(step.skipped || std::isfinite(step.grad_norm), "iteration ", iteration_ + 1, " on rank ",
+                 ps_->rank(), ": the gradient norm is not finite; stopping",
+                 args_.precision.bf16 || args_.precision.fp16 ? "" : " (mixed precision with --fp16 would skip it)");
+  last_grad_norm_ = step.grad_norm;
+  // Megatron's train_step: the scheduler advances only on a successful update; the iteration and
+  // the consumed samples always do.
+  if (!step.skipped) scheduler_->step(args_.training.global_batch_size);
   ++iteration_;
   consumed_train_ += args_.training.global_batch_size;
   flops_so_far_ += flops_per_iteration_;
-  interval_loss_ += loss;
   ++interval_iters_;
+  if (step.skipped) {
+    ++interval_skipped_;
+    ++result_.skipped_iterations;
+  } else {
+    interval_loss_ += loss;
+    ++interval_advanced_;
+  }
 }
 
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
@@ -410,12 +447,21 @@ void Trainer::log_iteration(bool regular) {
   }
   f.learning_rate = scheduler_->lr();
   f.global_batch_size = args_.training.global_batch_size;
-  f.losses = {{"lm loss", interval_loss_ / static_cast<double>(interval_iters_)}};
-  if (args_.optimizer.clip_grad > 0) f.grad_norm = last_grad_norm_;
+  // Megatron averages the losses of the advanced (not skipped) iterations of the interval.
+  f.losses = {{"lm loss", interval_loss_ / static_cast<double>(std::max<std::int64_t>(1, interval_advanced_))}};
+  if (interval_advanced_ == 0) f.losses.clear();
+  f.loss_scale = optimizer_->loss_scale();
+  const bool mixed_precision = args_.precision.bf16 || args_.precision.fp16;
+  if (args_.optimizer.clip_grad > 0 || mixed_precision) f.grad_norm = last_grad_norm_;
+  f.skipped_iterations = interval_skipped_;
+  f.nan_iterations = interval_nan_;
   last_ << format_iteration_line(f) << std::endl;
   if (regular) {
     interval_loss_ = 0.0;
     interval_iters_ = 0;
+    interval_advanced_ = 0;
+    interval_skipped_ = 0;
+    interval_nan_ = 0;
     interval_start_ = Clock::now();
   }
 }
@@ -433,6 +479,7 @@ void Trainer::save() {
   state.floating_point_operations_so_far = flops_so_far_;
   state.config = run_config();
   state.model = params_;
+  if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
   if (!args_.checkpoint.no_save_optim) state.optimizer = optimizer_->state();
   if (!args_.checkpoint.no_save_rng) {
     state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};

@@ -12,7 +12,6 @@
 #include "megatron/data/data_sampler.h"
 #include "megatron/data/dataset_builder.h"
 #include "megatron/model/gpt_model.h"
-#include "megatron/optim/adamw.h"
 #include "megatron/optim/param_scheduler.h"
 #include "megatron/parallel/pipeline_layout.h"
 #include "megatron/tokenizer/tokenizer.h"
@@ -34,6 +33,9 @@ struct MicroBatch {
   at::Tensor attention_mask;  // [b, 1, s, s] bool (true = masked), or undefined (plain causal)
   double loss_tokens = 0.0;   // loss_mask's sum, counted on the host while the batch is made
 };
+
+// The batch's tensors on `device` (a copy when it is not the CPU).
+MicroBatch to_device(MicroBatch batch, const at::Device& device);
 
 // This DP rank's micro batches of one split in Megatron's sampler order (spec 4.11), from
 // `consumed_samples` on.

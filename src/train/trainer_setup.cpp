@@ -39,6 +39,19 @@ model::ModelConfig to_model_config(const Arguments& args, std::int64_t padded_vo
   c.attention_dropout = m.attention_dropout;
   c.hidden_dropout = m.hidden_dropout;
   c.padded_vocab_size = padded_vocab;
+  c.sequence_parallel = args.parallel.sequence_parallel;
+  c.bias_activation_fusion = m.swiglu ? m.bias_swiglu_fusion : m.bias_gelu_fusion;
+  c.masked_softmax_fusion = m.masked_softmax_fusion;
+  c.apply_rope_fusion = m.apply_rope_fusion;
+  c.attention_backend = m.attention_backend == "flash"     ? model::AttentionBackend::kFlash
+                        : m.attention_backend == "fused"   ? model::AttentionBackend::kFused
+                        : m.attention_backend == "unfused" ? model::AttentionBackend::kUnfused
+                        : m.attention_backend == "local"   ? model::AttentionBackend::kLocal
+                                                           : model::AttentionBackend::kAuto;
+  if (m.recompute_granularity == "selective") c.recompute_granularity = model::RecomputeGranularity::kSelective;
+  if (m.recompute_granularity == "full") c.recompute_granularity = model::RecomputeGranularity::kFull;
+  c.recompute_method = m.recompute_method == "block" ? model::RecomputeMethod::kBlock : model::RecomputeMethod::kUniform;
+  c.recompute_num_layers = m.recompute_num_layers.value_or(1);
   return c;
 }
 
@@ -201,6 +214,14 @@ std::optional<MicroBatch> BatchReader::next() {
     }
   }
   batch.loss_tokens = batch.loss_mask.sum().item<double>();  // a host tensor: no device synchronisation
+  return batch;
+}
+
+MicroBatch to_device(MicroBatch batch, const at::Device& device) {
+  if (device.is_cpu()) return batch;
+  for (at::Tensor* t : {&batch.tokens, &batch.labels, &batch.loss_mask, &batch.position_ids, &batch.attention_mask}) {
+    if (t->defined()) *t = t->to(device, /*non_blocking=*/false);
+  }
   return batch;
 }
 

@@ -11,6 +11,7 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/adamw_ops.h"
+#include "megatron/kernels/multi_tensor_adamw.h"
 
 namespace {
 

@@ -105,7 +105,7 @@ TEST(CausalSelfAttention, RejectsBadInputs) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error([&] { causal_self_attention(m[0], m[1].narrow(0, 0, 4), m[2]); }, "one shape");
+  expect_error([&] { causal_self_attention(m[0], m[1].narrow(0, 0, 4), m[2]); }, "[s, b, groups, hn]");
   expect_error([&] { causal_self_attention(m[0], m[1].to(at::kFloat), m[2]); }, "one dtype");
   expect_error([&] { causal_self_attention(m[0].flatten(2), m[1].flatten(2), m[2].flatten(2)); }, "[s, b, heads, hn]");
   expect_error([&] { causal_self_attention(m[0], m[1], m[2], 1.5); }, "dropout_p");

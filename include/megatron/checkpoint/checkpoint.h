@@ -45,6 +45,7 @@ struct CheckpointState {
   NamedTensors model;      // Megatron names
   NamedTensors optimizer;  // this rank's optimizer state; empty when not saved (--no-save-optim)
   NamedTensors rng;        // generator states, uint8 tensors
+  nlohmann::json grad_scaler;  // the loss scaler's state (fp16), null without one
   // Loaded only: the optimizer state of every file of the shard (one per DP rank that wrote
   // one), for an optimizer that re-splits it over the current data-parallel size.
   std::vector<NamedTensors> optimizer_parts;

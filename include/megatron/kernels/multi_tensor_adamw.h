@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "megatron/kernels/adamw_params.h"
 #include "megatron/kernels/dtype.h"
 
 namespace megatron::kernels {
@@ -25,27 +26,6 @@ struct AdamWTensorArgs {
   void* param_copy = nullptr;    // optional: receives the updated param in the call's copy_dtype
   std::int64_t numel = 0;
   bool decay = true;             // apply the call's weight_decay to this tensor (false: biases, 1-D)
-};
-
-// What found_inf does in a launch.
-enum class InfCheck {
-  kNone,        // found_inf unused (may be null); grads assumed finite
-  kReport,      // single pass: update everything and set *found_inf = 1 when a scaled grad is
-                // non-finite. The parameters and moments of such a step hold NaN/Inf afterwards:
-                // use only when the caller discards the state on overflow (or for diagnostics)
-  kSkipIfSet,   // every block returns without writing when *found_inf != 0 at launch. The flag
-                // must be final before the launch: run multi_tensor_all_finite first on the same
-                // stream (two passes: check, then update-or-skip). The flag is not written.
-};
-
-struct AdamWHyperparams {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;   // decoupled: p *= 1 - lr * weight_decay for tensors with decay
-  std::int64_t step = 1;       // the step being taken, 1-based (bias corrections 1 - beta^step)
-  double grad_scale = 1.0;     // grads are multiplied by this first: clip coefficient / (1/loss scale)
 };
 
 // One AdamW step over every tensor, on `stream`:

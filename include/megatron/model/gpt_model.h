@@ -70,6 +70,9 @@ class GptModel {
 
  private:
   at::Tensor embed(const at::Tensor& tokens, const at::Tensor& position_ids, const ForwardContext& ctx) const;
+  // The transformer layers, with full recomputation when configured (uniform: chunks of
+  // recompute_num_layers layers; block: the first recompute_num_layers layers one by one).
+  at::Tensor run_layers(const at::Tensor& hidden, const at::Tensor& mask, const ForwardContext& ctx) const;
 
   ModelConfig config_;
   const parallel::ParallelContext* pc_;

@@ -10,6 +10,16 @@ namespace megatron::model {
 
 enum class PositionEmbedding { kLearnedAbsolute, kRope };
 enum class Normalization { kLayerNorm, kRmsNorm };
+// --attention-backend, Megatron's names. flash and fused run LibTorch's scaled-dot-product
+// attention restricted to its FlashAttention-2 or cuDNN back end (on CPU: LibTorch's CPU kernel);
+// unfused and local run the explicit path (QK^T, the scaled causal softmax op, dropout, PV); auto
+// is scaled-dot-product attention with LibTorch's choice on GPU and the explicit path on CPU.
+// An explicit attention mask (--reset-attention-mask) always takes the explicit path.
+enum class AttentionBackend { kAuto, kFlash, kFused, kUnfused, kLocal };
+// --recompute-granularity: selective recomputes the core attention (Megatron's default module
+// core_attn), full whole layers, chosen by --recompute-method and --recompute-num-layers.
+enum class RecomputeGranularity { kNone, kSelective, kFull };
+enum class RecomputeMethod { kUniform, kBlock };
 
 struct ModelConfig {
   int num_layers = 2;
@@ -36,6 +46,15 @@ struct ModelConfig {
   // --sequence-parallel: between the tensor-parallel regions activations are [s/tp, b, h]; norms
   // and hidden dropout see only this rank's tokens. Ignored at TP size 1 (as Megatron does).
   bool sequence_parallel = false;
+
+  // How the model computes, not what it is (not compared on load).
+  bool bias_activation_fusion = true;  // off: --no-bias-gelu-fusion (exact erf GeLU) / --no-bias-swiglu-fusion
+  bool masked_softmax_fusion = true;   // off: --no-masked-softmax-fusion (plain ATen softmax)
+  bool apply_rope_fusion = true;       // off: --no-rope-fusion (plain ATen rotation)
+  AttentionBackend attention_backend = AttentionBackend::kAuto;
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int recompute_num_layers = 1;
 
   // Every inconsistency (heads not divisible by groups, rotary dim odd, ...), one message each.
   std::vector<std::string> validate() const;

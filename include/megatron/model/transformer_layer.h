@@ -1,8 +1,11 @@
 // One pre-LN GPT transformer layer as Megatron's local spec builds it (spec 10.1-10.4):
 // x = x + dropout(attention(norm1(x)) + proj_bias); x = x + dropout(mlp(norm2(x)) + fc2_bias).
-// Activations are sequence-first, [s, b, h] ([s/tp, b, h] under sequence parallelism). Attention
-// is plain ATen (causal or an explicit mask), sharded by heads and query groups over TP (each rank
-// owns ng/tp whole groups); the MLP is sharded by its ffn channels.
+// Activations are sequence-first, [s, b, h] ([s/tp, b, h] under sequence parallelism). The norms,
+// the bias-activation, RoPE and the causal softmax are the fused ops of kernels/ops.h (the second
+// residual add is fused into norm2); attention runs scaled-dot-product attention or the explicit
+// path (ModelConfig::attention_backend), sharded by heads and query groups over TP (each rank owns
+// ng/tp whole groups); the MLP is sharded by its ffn channels. Selective recomputation covers the
+// core attention; full recomputation whole layers (GptModel decides which).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -43,6 +46,8 @@ class Norm {
  public:
   Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x) const;
+  // (norm(x + residual), x + residual) in one fused op.
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& residual) const;
   void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
@@ -65,7 +70,15 @@ class SelfAttention {
   void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
-  at::Tensor apply_rotary(const at::Tensor& t) const;  // t [s, b, heads, hn]
+  at::Tensor apply_rotary(const at::Tensor& t, const at::Tensor& freqs) const;  // t [s, b, heads, hn]
+  // softmax(q k^T / sqrt(hn) + mask) v with attention dropout, for q [s, b, np, hn] and k, v
+  // [s, b, ng, hn] (this rank's heads) -> [s, b, np * hn].
+  at::Tensor core_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                            const ForwardContext& ctx) const;
+  at::Tensor sdpa_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const ForwardContext& ctx) const;
+  at::Tensor explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                const ForwardContext& ctx) const;
 
   ModelConfig config_;
   int local_heads_, local_groups_;  // np / tp, ng / tp
@@ -82,9 +95,13 @@ class Mlp {
 
  private:
   bool swiglu_;
+  bool fused_;  // bias_activation_fusion
   parallel::ColumnParallelLinear linear_fc1_;
   parallel::RowParallelLinear linear_fc2_;
 };
+
+// Whether scaled-dot-product attention runs for inputs on `device` (see AttentionBackend).
+bool uses_sdpa(AttentionBackend backend, const at::Device& device);
 
 class TransformerLayer {
  public:

@@ -1,11 +1,14 @@
 // The optimizer the trainer steps (Megatron's FP32/mixed-precision optimizer and its
-// DistributedOptimizer in one): fp32 main parameters kept apart from the model's, AdamW on them
-// with torch.optim.AdamW's update order, the model's parameters written from them afterwards.
-// It works on the flat buffers of the DataParallelBuffers: the main parameters and the Adam moments
-// are flat fp32 copies of the part of each bucket this rank owns (the whole bucket, or with
-// --use-distributed-optimizer this rank's 1/dp shard), so the optimizer state per rank shrinks by
-// the DP size with the distributed optimizer. Weight decay is off for biases and 1-D parameters.
-// Not handled: loss scaling (fp16), per-group learning rates (--decoupled-lr), other optimizers.
+// DistributedOptimizer in one): fp32 main parameters kept apart from the model's (which may be
+// bf16 or fp16), AdamW on them with torch.optim.AdamW's update order (the kernels' fused AdamW on
+// GPU, its ATen reference on CPU), the model's parameters written from them afterwards.
+// It works on the flat buffers of the DataParallelBuffers: the main parameters, their fp32
+// gradients and the Adam moments are flat fp32 copies of the part of each bucket this rank owns
+// (the whole bucket, or with --use-distributed-optimizer this rank's 1/dp shard), so the optimizer
+// state per rank shrinks by the DP size with the distributed optimizer. Weight decay is off for
+// biases and 1-D parameters. With a LossScaler (fp16) the gradients are unscaled and checked for
+// inf/NaN over the grad-stats group first, and the step is skipped on overflow.
+// Not handled: per-group learning rates (--decoupled-lr), other optimizers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -18,15 +21,40 @@
 #include <vector>
 
 #include "megatron/optim/adamw.h"
+#include "megatron/optim/loss_scaler.h"
 #include "megatron/parallel/data_parallel.h"
 
 namespace megatron::optim {
 
+using NamedTensors = parallel::NamedTensors;
+
+// What one optimizer step did.
+struct StepResult {
+  bool skipped = false;    // an inf/NaN gradient with a loss scaler: nothing was updated
+  double grad_norm = 0.0;  // before clipping; 0 when not computed (clip_grad 0, or skipped)
+};
+
 class Optimizer {
  public:
   // Copies the owned part of the model's parameters into fp32 main parameters, zero moments.
-  // `pc` is the context the buffers were made with; both must outlive the optimizer.
-  Optimizer(parallel::DataParallelBuffers& buffers, const parallel::ParallelContext& pc, const AdamWConfig& config);
+  // `pc` is the context the buffers were made with; both must outlive the optimizer. `scaler`:
+  // the loss scaler of fp16 training (or a constant --loss-scale), none otherwise.
+  Optimizer(parallel::DataParallelBuffers& buffers, const parallel::ParallelContext& pc, const AdamWConfig& config,
+            std::optional<LossScalerConfig> scaler = std::nullopt);
+
+  // The scale to multiply the loss by before the backward pass (1 without a scaler).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  const LossScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  LossScaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
+
+  // The whole step after the DP reduction (DataParallelBuffers::finish_grad_sync and the
+  // sequence-parallel and embedding reductions): the owned gradients into fp32 main gradients
+  // (a view of the grad buffer when it is fp32 and not sharded); with a scaler, divided by the
+  // scale and checked for inf/NaN over the grad-stats group (the model-parallel group, every rank
+  // with the distributed optimizer), the scaler updated and the step skipped on overflow; the
+  // gradient norm and clipping when clip_grad > 0; AdamW; the model's parameters from the main
+  // ones.
+  StepResult step(double lr, double weight_decay, double clip_grad);
 
   // After the DP reduction (DataParallelBuffers::finish_grad_sync and the sequence-parallel TP
   // reduction): the L2 norm of the whole model's gradient, each element counted once. Sums the
@@ -38,12 +66,9 @@ class Optimizer {
   // norm independent of the sharding: every DP size and bucket layout clips by the same factor.
   // When max_norm > 0 and the norm exceeds it, scales the owned gradients by
   // max_norm / (norm + 1e-6). Returns the norm before clipping (Megatron's "grad norm"); a
-  // non-finite norm is returned and nothing is clipped.
+  // non-finite norm is returned and nothing is clipped. What step() does after the unscaling;
+  // alone, for gradients that need no unscaling (tests).
   double clip_grad_norm(double max_norm);
-
-  // One AdamW update of the owned main parameters, then the model's parameters from them (and,
-  // with the distributed optimizer, the updated shards all-gathered over DP).
-  void step(double lr, double weight_decay);
 
   // After the model's parameters were overwritten (a checkpoint loaded without optimizer state):
   // the main parameters are copied from them again (Megatron's reload_model_params).
@@ -96,6 +121,17 @@ class Optimizer {
   };
   std::optional<PieceName> parse_piece_name(const std::string& name) const;
   void copy_main_to_model();
+  // The owned gradients as fp32 main gradients in main_grad_ (nothing to do when it aliases the
+  // grad buffer).
+  void gather_main_grads();
+  // Divides the main gradients by the loss scale; whether any rank of the grad-stats group saw a
+  // non-finite one.
+  bool unscale_and_check_for_inf();
+  // clip_grad_norm on main_grad_ as it is.
+  double clip_main_grads(double max_norm);
+  const parallel::ProcessGroup& grad_stats_group() const;
+  // One AdamW update of the owned main parameters, the main gradients scaled by grad_scale first.
+  void adamw(double lr, double weight_decay, double grad_scale);
 
   parallel::DataParallelBuffers* buffer_;
   AdamWConfig config_;
@@ -103,9 +139,12 @@ class Optimizer {
   std::vector<std::int64_t> owned_main_offset_;
   std::vector<Segment> segments_;
   std::unordered_map<std::string, int> param_index_;
-  std::vector<Run> decay_runs_;  // elements with weight decay
-  std::vector<Run> norm_runs_;   // elements counted in the gradient norm
-  at::Tensor main_, exp_avg_, exp_avg_sq_;
+  std::vector<Run> decay_runs_;     // elements with weight decay
+  std::vector<Run> no_decay_runs_;  // and without
+  std::vector<Run> norm_runs_;      // elements counted in the gradient norm
+  at::Tensor main_, main_grad_, exp_avg_, exp_avg_sq_;
+  bool main_grad_aliases_buffer_ = false;
+  std::optional<LossScaler> scaler_;
   std::int64_t step_ = 0;
 };
 

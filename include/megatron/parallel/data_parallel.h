@@ -34,6 +34,9 @@ struct DataParallelConfig {
   // One bucket whatever the flags (Megatron's disable_bucketing: virtual-pipeline chunks after the
   // first).
   bool disable_bucketing = false;
+  // Gradients accumulated and reduced in fp32 whatever the parameters' dtype; false: in the
+  // parameters' dtype (Megatron's fp16 default without --accumulate-allreduce-grads-in-fp32).
+  bool grad_in_fp32 = true;
 };
 
 // [begin, end) in elements of a flat buffer.
@@ -72,8 +75,9 @@ BufferLayout make_buffer_layout(const std::vector<std::int64_t>& numels, std::op
 // The buffers of one model chunk and the DP reduction of its gradients. Construction moves every
 // parameter's values into the param buffer (the tensors the model holds become views into it,
 // values preserved) and sets every parameter's .grad to its view of the zeroed grad buffer, so
-// autograd accumulates into the buffer in place. Never reset a parameter's .grad yourself; call
-// zero_grad(). Not copyable or movable (the backward hooks refer to it).
+// autograd accumulates into the buffer in place (or, in main-grad mode, hooks add each .grad into
+// it). Never reset a parameter's .grad yourself; call zero_grad(); read gradients with grad(i).
+// Not copyable or movable (the backward hooks refer to it).
 //
 // Per iteration: zero_grad(); for each micro-batch set_last_microbatch(last) then forward and
 // backward; finish_grad_sync(). After it, with the plain optimizer every gradient is the DP
@@ -118,6 +122,8 @@ class DataParallelBuffers {
   // The flat buffers: param buffer in the parameters' dtype, grad buffer fp32.
   const at::Tensor& param_data() const { return param_data_; }
   const at::Tensor& grad_data() const { return grad_data_; }
+  // Parameter i's gradient: its view of the grad buffer, shaped like the parameter.
+  at::Tensor grad(int param) const;
   // The size of the group the buffer is sharded over (dp_cp), and this rank's position in it.
   int shard_count() const;
   int shard_rank() const;
@@ -136,6 +142,7 @@ class DataParallelBuffers {
   DataParallelConfig config_;
   BufferLayout layout_;
   at::Tensor param_data_, grad_data_;
+  bool main_grad_mode_ = false;  // grad buffer dtype != parameter dtype
   std::shared_ptr<Core> core_;  // bucket state, shared weakly with the backward hooks
 };
 
@@ -143,13 +150,11 @@ class DataParallelBuffers {
 // shared_embedding (the word embedding on the first stage, its copy in the output layer on the
 // last) are summed over the embedding group. Call after finish_grad_sync(); nothing to do when the
 // group has one rank.
-void allreduce_shared_embedding_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                                      const ParallelContext& pc);
+void allreduce_shared_embedding_grads(const DataParallelBuffers& buffers);
 
 // Megatron's _allreduce_layernorm_grads: the gradients of parameters whose layout says
 // sequence_parallel are summed over the tensor-parallel group (one coalesced all-reduce). Call
 // after finish_grad_sync(); nothing to do when TP is 1 or no parameter is marked.
-void allreduce_sequence_parallel_grads(const NamedTensors& params, const std::vector<TensorParallelLayout>& layouts,
-                                       const ParallelContext& pc);
+void allreduce_sequence_parallel_grads(const DataParallelBuffers& buffers);
 
 }  // namespace megatron::parallel

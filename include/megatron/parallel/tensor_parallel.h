@@ -46,6 +46,8 @@ struct LinearOptions {
   bool bias = true;
   int partition_stride = 1;        // column-parallel: 2 for SwiGLU's fc1, whose full weight is [gate; up]
   bool gather_output = false;      // column-parallel: all-gather the output along its last dim
+  bool skip_bias_add = false;      // column-parallel: forward leaves the bias to the caller (a fused
+                                   // bias-activation), as Megatron's skip_bias_add
   bool input_is_parallel = true;   // row-parallel: the input is already split along its last dim
   bool sequence_parallel = false;  // activations outside the layer are [s/tp, b, h]
   at::TensorOptions tensor_options = {};  // the parameters' device and dtype
@@ -62,11 +64,13 @@ class ColumnParallelLinear {
  public:
   ColumnParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
                        const ParallelContext& pc, const LinearOptions& options = {});
-  // [s(/tp), b, in] -> [s, b, out/tp] ([..., in] -> [..., out/tp] without sequence parallelism).
+  // [s(/tp), b, in] -> [s, b, out/tp] ([..., in] -> [..., out/tp] without sequence parallelism);
+  // without the bias when skip_bias_add.
   at::Tensor forward(const at::Tensor& x) const;
   // weight: partition dim 0 (with the stride); bias: the same.
   void collect(const std::string& prefix, ParameterList& out) const;
   const at::Tensor& weight() const { return weight_; }
+  const at::Tensor& bias() const { return bias_; }  // undefined without bias
 
  private:
   const ParallelContext* pc_;
@@ -116,10 +120,11 @@ class VocabParallelEmbedding {
   std::int64_t vocab_start_ = 0, vocab_end_ = 0;
 };
 
-// Per-token cross entropy of vocab-sharded logits [s, b, V_pad/tp] against targets [s, b] (full
-// vocabulary ids), in fp32 without gathering the logits (spec 10.7): one MAX all-reduce and one
-// SUM all-reduce of the packed (target logit, sum of exponentials). Returns [s, b] fp32, equal on
-// every TP rank. Backward: softmax minus one-hot on the owning rank, times the incoming gradient.
+// Per-token cross entropy of vocab-sharded logits [s, b, V_pad/tp] (any float dtype) against
+// targets [s, b] (full vocabulary ids), in fp32 without gathering the logits (spec 10.7): every
+// rank's (max, sum of exponentials, target logit) packed into ONE SUM all-reduce over TP. Returns
+// [s, b] fp32, equal on every TP rank. Backward: softmax minus one-hot on the owning rank, times
+// the incoming gradient, recomputed from the logits in their dtype.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& targets,
                                         const ParallelContext& pc);
 

@@ -78,6 +78,20 @@ struct ModelArgs {
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
   int make_vocab_size_divisible_by = 128;
+  // Kernel choices (Megatron's --no-*-fusion flags clear them) and the attention back end.
+  bool bias_gelu_fusion = true;       // off: exact erf GeLU, unfused
+  bool bias_swiglu_fusion = true;
+  bool bias_dropout_fusion = true;    // no numeric difference here
+  bool masked_softmax_fusion = true;
+  bool apply_rope_fusion = true;
+  bool gradient_accumulation_fusion = true;
+  std::string attention_backend = "auto";  // flash, fused, unfused, local, auto
+  // Activation recomputation (6.10).
+  bool recompute_activations = false;              // resolves to granularity selective
+  std::optional<std::string> recompute_granularity;  // full, selective
+  std::optional<std::string> recompute_method;       // uniform, block (full only)
+  std::optional<int> recompute_num_layers;
+  std::optional<std::vector<std::string>> recompute_modules;  // core_attn only in this build
   bool operator==(const ModelArgs&) const = default;
 };
 

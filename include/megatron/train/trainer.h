@@ -13,6 +13,7 @@ namespace megatron::train {
 struct TrainingResult {
   std::int64_t final_iteration = 0;
   std::vector<double> iteration_losses;  // the lm loss of every iteration run in this process
+  std::int64_t skipped_iterations = 0;   // steps the loss scaler skipped (fp16 overflow)
   std::optional<double> final_validation_loss;
 };
 

@@ -1,10 +1,11 @@
 // The LR / WD schedules against values of Megatron's formulas (computed separately in Python
-// from spec 6.3), AdamW against a double-precision transcription of the update, clipping.
+// from spec 6.3), the AdamW step against a double-precision transcription of the update.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/aten/adamw_ops.h"
 #include "megatron/optim/adamw.h"
 #include "megatron/optim/param_scheduler.h"
 
@@ -121,18 +122,31 @@ TEST(ParamScheduler, RejectsBadSettings) {
   EXPECT_THROW(ParamScheduler{d}, Error);
 }
 
-TEST(AdamW, MatchesTheUpdateFormulaInDoublePrecision) {
-  at::Tensor w = at::tensor({0.5, -1.25, 2.0, 0.125}, at::kFloat).view({2, 2}).set_requires_grad(true);
-  at::Tensor b = at::tensor({0.3, -0.7}, at::kFloat).set_requires_grad(true);
-  AdamW opt({{"layer.weight", w}, {"layer.bias", b}}, AdamWConfig{0.9, 0.95, 1e-8});
+// The AdamW step the optimizer runs (the kernels' entry; on CPU tensors its ATen path) against
+// torch.optim.AdamW's update written out in double precision.
+TEST(AdamWStep, MatchesTheUpdateFormulaInDoublePrecision) {
+  at::Tensor w = at::tensor({0.5, -1.25, 2.0, 0.125}, at::kFloat);
+  at::Tensor b = at::tensor({0.3, -0.7}, at::kFloat);
+  at::Tensor mw = at::zeros({4}), vw = at::zeros({4}), mb2 = at::zeros({2}), vb2 = at::zeros({2});
   std::vector<double> pw = {0.5, -1.25, 2.0, 0.125}, pb = {0.3, -0.7};
-  std::vector<double> mw(4, 0), vw(4, 0), mb(2, 0), vb(2, 0);
+  std::vector<double> mw_d(4, 0), vw_d(4, 0), mb(2, 0), vb(2, 0);
   const double lr = 0.01, wd = 0.1;
   for (int t = 1; t <= 3; ++t) {
     const std::vector<double> gw = {0.1 * t, -0.2, 0.05 * t * t, 1.0}, gb = {-0.3, 0.02 * t};
-    w.mutable_grad() = at::tensor(std::vector<float>(gw.begin(), gw.end())).view({2, 2});
-    b.mutable_grad() = at::tensor(std::vector<float>(gb.begin(), gb.end()));
-    opt.step(lr, wd);
+    kernels::aten::AdamWLists lists;
+    lists.params = {w, b};
+    lists.grads = {at::tensor(std::vector<float>(gw.begin(), gw.end())), at::tensor(std::vector<float>(gb.begin(), gb.end()))};
+    lists.exp_avgs = {mw, mb2};
+    lists.exp_avg_sqs = {vw, vb2};
+    lists.decays = {true, false};  // biases get no weight decay
+    kernels::AdamWHyperparams hyper;
+    hyper.lr = lr;
+    hyper.beta1 = 0.9;
+    hyper.beta2 = 0.95;
+    hyper.eps = 1e-8;
+    hyper.weight_decay = wd;
+    hyper.step = t;
+    kernels::aten::adamw_step_(lists, hyper);
     auto update = [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v,
                       const std::vector<double>& g, bool decay) {
       for (std::size_t i = 0; i < p.size(); ++i) {
@@ -143,31 +157,17 @@ TEST(AdamW, MatchesTheUpdateFormulaInDoublePrecision) {
         p[i] -= lr * mhat / (std::sqrt(vhat) + 1e-8);
       }
     };
-    update(pw, mw, vw, gw, true);
-    update(pb, mb, vb, gb, false);  // biases get no weight decay
+    update(pw, mw_d, vw_d, gw, true);
+    update(pb, mb, vb, gb, false);
   }
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(w.flatten()[i].item<double>(), pw[i], 1e-6) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(w[i].item<double>(), pw[i], 1e-6) << i;
   for (int i = 0; i < 2; ++i) EXPECT_NEAR(b[i].item<double>(), pb[i], 1e-6) << i;
-  EXPECT_EQ(opt.step_count(), 3);
 }
 
 TEST(AdamW, DecaysOnlyMatricesThatAreNotBiases) {
-  EXPECT_TRUE(AdamW::decays("decoder.layers.0.mlp.linear_fc1.weight", at::zeros({2, 2})));
-  EXPECT_FALSE(AdamW::decays("decoder.layers.0.mlp.linear_fc1.bias", at::zeros({2})));
-  EXPECT_FALSE(AdamW::decays("decoder.final_layernorm.weight", at::zeros({2})));
-}
-
-TEST(ClipGradNorm, ReturnsTheNormAndScalesAboveTheLimit) {
-  at::Tensor a = at::zeros({2}).set_requires_grad(true);
-  at::Tensor b = at::zeros({1}).set_requires_grad(true);
-  a.mutable_grad() = at::tensor({3.0f, 0.0f});
-  b.mutable_grad() = at::tensor({4.0f});
-  const NamedTensors params = {{"a", a}, {"b", b}};
-  EXPECT_DOUBLE_EQ(clip_grad_norm(params, 10.0), 5.0);  // under the limit: untouched
-  EXPECT_FLOAT_EQ(a.grad()[0].item<float>(), 3.0f);
-  EXPECT_DOUBLE_EQ(clip_grad_norm(params, 1.0), 5.0);
-  EXPECT_NEAR(a.grad()[0].item<double>(), 3.0 / (5.0 + 1e-6), 1e-7);
-  EXPECT_NEAR(b.grad()[0].item<double>(), 4.0 / (5.0 + 1e-6), 1e-7);
+  EXPECT_TRUE(decays_weight("decoder.layers.0.mlp.linear_fc1.weight", at::zeros({2, 2})));
+  EXPECT_FALSE(decays_weight("decoder.layers.0.mlp.linear_fc1.bias", at::zeros({2})));
+  EXPECT_FALSE(decays_weight("decoder.final_layernorm.weight", at::zeros({2})));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The optimizer over the DP buffers in one process: the same parameters as the per-tensor AdamW
-// and clip_grad_norm of adamw.h, weight decay only on 2-D non-bias parameters, its checkpoint
+// The optimizer over the DP buffers in one process: the same parameters as a dense per-tensor AdamW
+// in double precision (reference_adamw.h), weight decay only on 2-D non-bias parameters, its checkpoint
 // pieces (names, offsets, a resume that continues bit for bit, pieces cut differently as another
 // DP size would cut them) and the errors of incomplete or foreign state.
 #include <ATen/ATen.h>
@@ -11,6 +11,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/optim/adamw.h"
+#include "optim/reference_adamw.h"
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/single_process_context.h"
 #include "parallel/ddp_test_model.h"
@@ -40,9 +41,7 @@ struct Trained {
       model.loss(x, t).backward();
     }
     buffer->finish_grad_sync();
-    const double norm = optimizer->clip_grad_norm(clip);
-    optimizer->step(kLr, kWd);
-    return norm;
+    return optimizer->step(kLr, kWd, clip).grad_norm;
   }
   TinyModel model;
   std::unique_ptr<DataParallelBuffers> buffer;
@@ -68,7 +67,7 @@ TEST(Optimizer, MatchesPerTensorAdamWWithClipping) {
     config.bucket_size = 50;
     Trained flat(7, config);
     TinyModel dense = TinyModel::make(7);
-    AdamW reference(dense.params, AdamWConfig{});
+    testing::ReferenceAdamW reference(dense.params, AdamWConfig{});
     for (int it = 0; it < 5; ++it) {
       const double norm = flat.step(it, 2.0);
       reference.zero_grad();
@@ -76,7 +75,7 @@ TEST(Optimizer, MatchesPerTensorAdamWWithClipping) {
         const auto [x, t] = TinyModel::batch(static_cast<std::uint64_t>(2 * it + mb));
         dense.loss(x, t).backward();
       }
-      const double dense_norm = clip_grad_norm(dense.params, 2.0);
+      const double dense_norm = reference.clip_grad_norm(2.0);
       EXPECT_NEAR(norm, dense_norm, 1e-6 * dense_norm) << "iteration " << it;
       EXPECT_GT(norm, 2.0);  // clipping is active
       reference.step(kLr, kWd);
@@ -89,7 +88,7 @@ TEST(Optimizer, WeightDecayOnlyOnMatrices) {
   Trained t(8);
   const TinyModel before = t.model.clone();
   t.buffer->zero_grad();
-  t.optimizer->step(0.5, 0.2);  // zero gradients: only the decay moves parameters
+  t.optimizer->step(0.5, 0.2, 0.0);  // zero gradients: only the decay moves parameters
   for (std::size_t i = 0; i < t.model.params.size(); ++i) {
     const bool decays = t.model.params[i].second.dim() == 2;
     const at::Tensor want =

@@ -126,7 +126,7 @@ TEST(DataParallelMpi, SequenceParallelGradientsAreSummedOverTp) {
     model.params[i].second.grad().copy_(base[i] * (pc.tp->rank() + 1));
   }
   buffer.finish_grad_sync();  // DP 1: nothing to average
-  allreduce_sequence_parallel_grads(model.params, model.layouts, pc);
+  allreduce_sequence_parallel_grads(buffer);
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     const double factor = model.layouts[i].sequence_parallel ? tp * (tp + 1) / 2 : pc.tp->rank() + 1;
     EXPECT_TRUE(at::equal(model.params[i].second.grad(), base[i] * factor)) << model.params[i].first;

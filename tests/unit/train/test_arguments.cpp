@@ -295,7 +295,10 @@ TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
       {with(base(), {"--dataloader-type", "cyclic"}), "--dataloader-type cyclic is not supported"},
       {with(base(), {"--tensorboard-dir", "tb"}), "--tensorboard-dir is not supported by this build yet: TensorBoard logging"},
       {with(base(), {"--rampup-batch-size", "16", "16", "5859375"}), "--rampup-batch-size is not supported by this build yet"},
-      {with(base(), {"--recompute-activations"}), "activation recomputation is not implemented yet"},
+      {with(base(), {"--recompute-granularity", "full", "--recompute-num-layers", "1"}), "--recompute-granularity full needs --recompute-method uniform or block"},
+      {with(base(), {"--recompute-activations", "--recompute-method", "block"}), "recompute method is not yet supported for selective recomputing granularity"},
+      {with(base(), {"--recompute-activations", "--recompute-modules", "mlp"}), "--recompute-modules mlp is not supported"},
+      {with(base(), {"--attention-backend", "triton"}), "argument --attention-backend: invalid choice: 'triton'"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.expected);
@@ -350,7 +353,7 @@ TEST(Arguments, OlderMegatronFlagsThatChangeNothingAreNoted) {
                   {"--data-impl lazy is not supported: only Megatron's mmap .bin/.idx datasets are read"});
   expect_contains(problem_of(with(base(), {"--data-impl", "fast"})),
                   {"argument --data-impl: invalid choice: 'fast' (choose from 'lazy', 'cached', 'mmap', 'infer')"});
-  expect_contains(problem_of(with(base(), {"--checkpoint-activations"})), {"activation recomputation is not implemented yet"});
+  expect_contains(problem_of(with(base(), {"--checkpoint-activations"})), {"use --recompute-granularity"});
   expect_contains(problem_of(with(base(), {"--no-query-key-layer-scaling=1"})),
                   {"argument --no-query-key-layer-scaling: ignored explicit argument '1'"});
   expect_contains(problem_of(with(base(), {"--num-lay", "2"})), {"unknown flag --num-lay; did you mean --num-layers?"});

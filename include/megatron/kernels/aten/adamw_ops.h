@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "megatron/kernels/multi_tensor_adamw.h"
+#include "megatron/kernels/adamw_params.h"
 
 namespace megatron::kernels::aten {
 
@@ -35,6 +35,10 @@ void multi_tensor_adamw_(const AdamWLists& lists, const AdamWHyperparams& hyper,
 
 // found_inf |= any(!isfinite(grad * grad_scale)) over the list, on the current stream (CUDA).
 void multi_tensor_all_finite_(const std::vector<at::Tensor>& grads, double grad_scale, const at::Tensor& found_inf);
+
+// The step the optimizer takes: the fused kernel for CUDA lists in a build with the kernels, the
+// reference below otherwise (CPU tensors).
+void adamw_step_(const AdamWLists& lists, const AdamWHyperparams& hyper, const at::Tensor& found_inf = {});
 
 // The same step with per-tensor ATen ops, on any device (CPU included), with the same contract; the
 // skip reads found_inf on the host (a sync on CUDA).

@@ -20,8 +20,9 @@ enum class AttentionBackend {
 
 const char* attention_backend_name(AttentionBackend backend);
 
-// softmax(scale * q k^T + causal mask) v for q, k, v of shape [s, b, heads, hn] (same shape, dtype
-// and device), returned contiguous as [s, b, heads, hn] (view it as [s, b, heads * hn]). scale
+// softmax(scale * q k^T + causal mask) v for q [s, b, heads, hn] and k, v [s, b, groups, hn] (same
+// dtype and device; heads a multiple of groups: grouped-query attention, K/V not repeated where the
+// back end allows), returned contiguous as [s, b, heads, hn] (view it as [s, b, heads * hn]). scale
 // defaults to 1/sqrt(hn). dropout_p applies to the attention probabilities (0 for evaluation and
 // tests). The chosen back end is the only one enabled during the call (LibTorch's process-wide SDP
 // flags are set and restored around it: do not call this concurrently from several threads with

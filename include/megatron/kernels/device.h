@@ -1,0 +1,26 @@
+// The device a training process runs on, and random-number generators on it: the GPU given by the
+// local rank when CUDA is usable (a build with the CUDA kernels, a driver and a visible GPU), the
+// CPU otherwise. The model, optimizer and trainer take the device from here and are otherwise
+// device-agnostic.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+namespace megatron::kernels {
+
+// Whether this process can run on a GPU.
+bool cuda_usable();
+// cuda:(local_rank % visible GPUs) when cuda_usable(), else CPU. Makes the GPU current.
+at::Device select_device(int local_rank);
+// A generator on `device` (CPU or CUDA) seeded with `seed`.
+at::Generator make_generator(const at::Device& device, std::uint64_t seed);
+// "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB)" or "cpu".
+std::string describe_device(const at::Device& device);
+// Peak bytes allocated on a CUDA device since the last reset (0 on CPU).
+std::int64_t peak_memory_bytes(const at::Device& device);
+void reset_peak_memory(const at::Device& device);
+
+}  // namespace megatron::kernels

@@ -48,17 +48,18 @@ refused "--log-interval must be a positive integer, got -1" --log-interval -1
 refused "--log-interval must be a positive integer, got 0" --log-interval 0
 
 step "a LibTorch error is one line; MEGATRON_BACKTRACE=1 adds its stack trace"
-# A 1 GB position table under a 2 GB address-space limit: the memory check passes (the machine
-# has the memory), LibTorch's allocation does not.
-big=(--max-position-embeddings 8000000)
+# A 3 GB position table under a 5 GB address-space limit, of which LibTorch's CPU and CUDA
+# libraries map about 2.7 GB: the memory check passes (the machine has the memory), LibTorch's
+# allocation does not.
+big=(--max-position-embeddings 24000000)
 RC=0
-(ulimit -v 2000000 && exec "$TRAIN" "${TINY[@]}" "${big[@]}") >out.txt 2>err.txt || RC=$?
+(ulimit -v 5000000 && exec "$TRAIN" "${TINY[@]}" "${big[@]}") >out.txt 2>err.txt || RC=$?
 assert_eq 1 "$RC" "exit status under ulimit -v"
 assert_contains err.txt "megatron_train: error: LibTorch: "
 assert_contains err.txt "can't allocate memory"
 assert_eq 1 "$(wc -l <err.txt)" "lines on stderr"
 RC=0
-(ulimit -v 2000000 && MEGATRON_BACKTRACE=1 exec "$TRAIN" "${TINY[@]}" "${big[@]}") >out.txt 2>err.txt || RC=$?
+(ulimit -v 5000000 && MEGATRON_BACKTRACE=1 exec "$TRAIN" "${TINY[@]}" "${big[@]}") >out.txt 2>err.txt || RC=$?
 assert_eq 1 "$RC" "exit status under ulimit -v with MEGATRON_BACKTRACE=1"
 assert_contains err.txt "frame #"
 

@@ -68,6 +68,24 @@ run_layout tp2_pp2 4 2 4 --pipeline-model-parallel-size 2
 run_layout tp2_pp2_dp2_virtual_sp_distopt 8 2 4 --pipeline-model-parallel-size 2 \
   --num-layers-per-virtual-pipeline-stage 1 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce
 
+# Mixed precision through the pipeline (activations and their gradients travel in bf16 / fp16,
+# the loss scale multiplies the last stage's loss): TP2 x PP2 with virtual stages against the
+# single process in the same precision, within one rounding of the loss in the format (see
+# parallel_train.sh).
+for precision in bf16 fp16; do
+  flags=(--"$precision")
+  [[ $precision == fp16 ]] && flags+=(--initial-loss-scale 1024)
+  tol=$([[ $precision == bf16 ]] && echo 1.953125e-3 || echo 2.44140625e-4)
+  step "$precision: single process, then TP2 x PP2 with virtual stages and the distributed optimizer"
+  # shellcheck disable=SC2046
+  assert_succeeds "$TRAIN" $(base 1 4) "${flags[@]}"
+  cp "$WORK/out.txt" "$WORK/ref_$precision.txt"
+  # shellcheck disable=SC2046
+  assert_succeeds mpi 4 $(base 2 4) "${flags[@]}" --pipeline-model-parallel-size 2 \
+    --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer
+  compare_losses "$WORK/ref_$precision.txt" "$WORK/out.txt" "$precision TP2 x PP2 (virtual)" 1 "$tol"
+done
+
 step "resume at TP2 x PP2 equals the uninterrupted run"
 ckpt="$WORK/ckpt"
 # shellcheck disable=SC2046

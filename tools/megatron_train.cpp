@@ -17,7 +17,9 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/kernels/device.h"
 #include "megatron/parallel/communicator.h"
+#include "megatron/parallel/nccl_communicator.h"
 #include "megatron/train/arguments.h"
 #include "megatron/train/trainer.h"
 
@@ -84,6 +86,10 @@ int train(const std::vector<std::string>& args) {
     return 1;
   }
   try {
+    // One process per GPU: CUDA tensors then travel over NCCL, the rest over the launcher's MPI.
+    if (many && megatron::kernels::cuda_usable()) {
+      comm = megatron::parallel::make_nccl_communicator(std::move(comm));
+    }
     with_one_line_torch_errors([&] { megatron::train::run_training(parsed, *comm, messages, std::cout); });
   } catch (const std::exception& e) {
     if (!many) throw;

@@ -9,7 +9,11 @@
 #include <memory>
 #include <vector>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "megatron/core/check.h"
+#include "megatron/parallel/c10d_store.h"
+#include "megatron/parallel/nccl_communicator.h"
 #include "megatron/parallel/parallel_context.h"
 #include "mpi_test_support.h"
 
@@ -194,6 +198,29 @@ TEST(Communicator, WorkIsAbandonedNotWaitedForWhileAnErrorUnwinds) {
   }
   world().set_timeout(std::chrono::seconds(120));
   world().barrier(*pc.world).wait();
+}
+
+// The NCCL communicator's rendezvous, which runs on CPU: rank 0 serves a TCPStore, its address goes
+// over MPI, and every rank reads what every other rank wrote.
+TEST(NcclRendezvous, TcpStoreReachesEveryRank) {
+  StoreAddress address;
+  const auto store = make_world_store(world(), std::chrono::seconds(60), &address);
+  EXPECT_GT(address.port, 0);
+  const int me = world().rank();
+  store->set("rank/" + std::to_string(me), std::vector<uint8_t>{static_cast<uint8_t>(me), 42});
+  for (int r = 0; r < world().world_size(); ++r) {
+    const std::vector<uint8_t> value = store->get("rank/" + std::to_string(r));  // waits until set
+    EXPECT_EQ(value, (std::vector<uint8_t>{static_cast<uint8_t>(r), 42})) << "from rank " << r;
+  }
+  world().barrier(*world().world()).wait();  // nobody leaves while others still read from the server
+}
+
+TEST(NcclRendezvous, TheNcclBackendIsLinkedInCudaBuilds) {
+#if defined(USE_C10D_NCCL)
+  EXPECT_TRUE(nccl_available());
+#else
+  EXPECT_FALSE(nccl_available());
+#endif
 }
 
 TEST(SingleProcessCommunicator, CollectivesOnOneRank) {

@@ -73,6 +73,22 @@ std::int64_t peak_memory_bytes(const at::Device& device) {
   return 0;
 }
 
+MemoryStats memory_stats(const at::Device& device) {
+  MemoryStats out;
+#if MEGATRON_CUDA_KERNELS
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto all = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    out.allocated = stats.allocated_bytes[all].current;
+    out.max_allocated = stats.allocated_bytes[all].peak;
+    out.reserved = stats.reserved_bytes[all].current;
+    out.max_reserved = stats.reserved_bytes[all].peak;
+  }
+#endif
+  (void)device;
+  return out;
+}
+
 void reset_peak_memory(const at::Device& device) {
 #if MEGATRON_CUDA_KERNELS
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());

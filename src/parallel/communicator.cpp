@@ -178,7 +178,14 @@ std::unique_ptr<Communicator> make_communicator() {
   // Open MPI's mpirun, srun --mpi=pmix (PMIx), and MPICH-style launchers (PMI).
   const bool mpi_launcher = env_int("OMPI_COMM_WORLD_SIZE") >= 1 || std::getenv("PMIX_RANK") != nullptr ||
                             env_int("PMI_SIZE") >= 1;
-  if (mpi_launcher) return make_mpi_communicator();
+  if (mpi_launcher) {
+#if MEGATRON_HAVE_MPI
+    return make_mpi_communicator();
+#else
+    MEGATRON_FAIL("this process was started by an MPI launcher, but this build has no MPI (Open MPI was not found "
+                  "when it was configured); install libopenmpi-dev (scripts/setup.sh does) and rebuild");
+#endif
+  }
   const int slurm_tasks = env_int("SLURM_STEP_NUM_TASKS");
   MEGATRON_CHECK(slurm_tasks <= 1 || env_int("SLURM_PROCID") < 0, "srun started ", slurm_tasks,
                  " tasks without an MPI launch (no PMIx in this task's environment), so each would train alone; "

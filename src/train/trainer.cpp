@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <ostream>
@@ -66,6 +67,9 @@ class Trainer {
   std::pair<double, double> reduce_loss(const at::Tensor& loss_sum, double tokens);
   double evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters);
   void log_iteration(bool regular);
+  // Megatron's "[Rank r] (after N iterations) memory (MB) | ..." line (GPU runs, DP rank 0);
+  // whether to report again at the next log point.
+  bool report_memory(std::int64_t start_iteration);
   void save();
   nlohmann::json run_config() const;
 
@@ -466,6 +470,22 @@ void Trainer::log_iteration(bool regular) {
   }
 }
 
+bool Trainer::report_memory(std::int64_t start_iteration) {
+  if (ps_->dp_rank() == 0) {
+    const kernels::MemoryStats m = kernels::memory_stats(device_);
+    char line[256];
+    const double mib = 1024.0 * 1024.0;
+    std::snprintf(line, sizeof(line),
+                  "[Rank %d] (after %lld iterations) memory (MB) | allocated: %.2f | max allocated: %.2f | "
+                  "reserved: %.2f | max reserved: %.2f",
+                  ps_->rank(), static_cast<long long>(iteration_), static_cast<double>(m.allocated) / mib,
+                  static_cast<double>(m.max_allocated) / mib, static_cast<double>(m.reserved) / mib,
+                  static_cast<double>(m.max_reserved) / mib);
+    any_ << line << std::endl;
+  }
+  return iteration_ <= start_iteration + 1;
+}
+
 void Trainer::save() {
   const std::string& root = *args_.checkpoint.save;
   out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << iteration_ << " to "
@@ -502,12 +522,16 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   interval_start_ = Clock::now();
   const std::int64_t start_iteration = iteration_;
   std::int64_t last_saved = iteration_;
+  bool report_memory = device_.is_cuda();
   const auto& save_interval = args_.checkpoint.save_interval;
   bool exited = false;
   while (iteration_ < train_iters_) {
     train_step();
     const bool regular = iteration_ % args_.logging.log_interval == 0;
-    if (regular || iteration_ == start_iteration + 1) log_iteration(regular);
+    if (regular || iteration_ == start_iteration + 1) {
+      log_iteration(regular);
+      if (report_memory) report_memory = this->report_memory(start_iteration);
+    }
     if (args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0 && datasets_.valid() &&
         args_.logging.eval_iters > 0) {
       const double v = evaluate(*datasets_.valid(), consumed_valid_, args_.logging.eval_iters);

@@ -23,4 +23,11 @@ std::string describe_device(const at::Device& device);
 std::int64_t peak_memory_bytes(const at::Device& device);
 void reset_peak_memory(const at::Device& device);
 
+// The caching allocator's counters of a CUDA device, in bytes (all 0 on CPU): what Megatron's
+// report_memory prints.
+struct MemoryStats {
+  std::int64_t allocated = 0, max_allocated = 0, reserved = 0, max_reserved = 0;
+};
+MemoryStats memory_stats(const at::Device& device);
+
 }  // namespace megatron::kernels

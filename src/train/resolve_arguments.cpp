@@ -200,6 +200,8 @@ void Resolver::precision() {
   state_.messages.push_back("using " + x.params_dtype + " for parameters ...");
   check(!x.fp16_lm_cross_entropy || x.fp16, "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 only support in fp16 mode)");
   check(!x.fp32_residual_connection || x.fp16 || x.bf16, "--fp32-residual-connection needs --fp16 or --bf16");
+  unsupported(x.fp32_residual_connection && (x.fp16 || x.bf16), "--fp32-residual-connection",
+              "the residual stream stays in the parameters' dtype");
   if (x.apply_query_key_layer_scaling) x.attention_softmax_in_fp32 = true;
   if (x.loss_scale) at_least("--loss-scale", *x.loss_scale, 0.0, "positive");
   check(x.initial_loss_scale > 0 && x.min_loss_scale > 0, "--initial-loss-scale and --min-loss-scale must be positive");

@@ -60,6 +60,30 @@ TEST(Trainer, ResumeReproducesTheStraightRunBitForBit) {
   EXPECT_EQ(second.final_validation_loss, straight.final_validation_loss);
 }
 
+// Mixed precision resumes exactly too: the fp32 main weights and Adam state come back from the
+// optimizer pieces, the bf16/fp16 parameters from the model file, the fp16 loss scaler's scale and
+// trackers from meta.json (a small window and an initial scale that overflows make it move).
+TEST(Trainer, MixedPrecisionResumesBitForBit) {
+  for (const std::vector<std::string>& precision :
+       {std::vector<std::string>{"--bf16"}, {"--fp16", "--initial-loss-scale", "65536", "--loss-scale-window", "2"}}) {
+    TempDir dir("trainer_resume_mixed");
+    const TrainingResult straight = train(tiny_run(dir, precision));
+    const std::string ckpt = dir / "ckpt";
+    auto with = [&](std::vector<std::string> extra) {
+      extra.insert(extra.end(), precision.begin(), precision.end());
+      return tiny_run(dir, extra);
+    };
+    const TrainingResult first = train(with({"--save", ckpt, "--save-interval", "3", "--exit-interval", "3"}));
+    const TrainingResult second = train(with({"--load", ckpt}));
+    ASSERT_EQ(first.iteration_losses.size() + second.iteration_losses.size(), straight.iteration_losses.size());
+    for (std::size_t i = 0; i < second.iteration_losses.size(); ++i) {
+      EXPECT_EQ(second.iteration_losses[i], straight.iteration_losses[i + 3]) << precision[0] << " iteration " << i + 4;
+    }
+    EXPECT_EQ(first.skipped_iterations + second.skipped_iterations, straight.skipped_iterations) << precision[0];
+    EXPECT_EQ(second.final_validation_loss, straight.final_validation_loss) << precision[0];
+  }
+}
+
 TEST(Trainer, LossFallsAndMegatronLinesArePrinted) {
   TempDir dir("trainer_lines");
   std::string out;

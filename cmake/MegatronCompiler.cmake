@@ -12,6 +12,11 @@ endif()
 
 set(MEGATRON_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wno-unused-parameter)
 
+# CMake 3.25 knows no CUDA20 flag for nvcc. Set even when our CUDA sources are off: the CUDA
+# LibTorch's own CMake config compiles a probe with nvcc whenever a toolkit is installed.
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+
 set(MEGATRON_HAVE_CUDA OFF)
 if(NOT MEGATRON_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -22,8 +27,6 @@ if(NOT MEGATRON_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES "${MEGATRON_CUDA_ARCHITECTURES}")
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(MEGATRON_HAVE_CUDA ON)
     message(STATUS "megatron: CUDA sources compile for sm_${MEGATRON_CUDA_ARCHITECTURES} with ${CMAKE_CUDA_COMPILER}")

@@ -5,6 +5,7 @@
 
 #include "checks.h"
 #include "megatron/core/check.h"
+#include "megatron/kernels/norm_kind.h"
 #if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/norms.h"
 #endif

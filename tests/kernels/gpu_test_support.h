@@ -5,7 +5,9 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#if MEGATRON_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
+#endif
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,10 +15,14 @@
 
 namespace megatron::testing {
 
+#if MEGATRON_CUDA_KERNELS
 #define MEGATRON_REQUIRE_GPU()                                                                      \
   do {                                                                                              \
     if (!at::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible to this process; skipped";  \
   } while (false)
+#else
+#define MEGATRON_REQUIRE_GPU() GTEST_SKIP() << "built without nvcc: no CUDA kernels to test; skipped"
+#endif
 
 // Odd and tail sizes (STYLE.md rule 9) for a vectorised last dimension.
 inline const std::vector<int64_t>& tail_sizes() {

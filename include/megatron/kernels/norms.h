@@ -10,10 +10,9 @@
 #include <cstdint>
 
 #include "megatron/kernels/dtype.h"
+#include "megatron/kernels/norm_kind.h"
 
 namespace megatron::kernels {
-
-enum class NormKind { kLayerNorm, kRmsNorm };
 
 struct NormFwdArgs {
   NormKind kind = NormKind::kLayerNorm;

@@ -228,8 +228,8 @@ bool is_checkpoint_output(std::string_view name) {
   return true;
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& root) {
-  return megatron::remove_stale_temporaries(root, is_checkpoint_output);
+std::vector<std::string> remove_stale_temporaries(const std::string& root, bool locked) {
+  return megatron::remove_stale_temporaries(root, is_checkpoint_output, locked);
 }
 
 std::optional<std::int64_t> read_tracker(const std::string& root) {

@@ -125,7 +125,8 @@ bool temporary_owner_is_gone(long pid) {
 }
 
 std::vector<std::string> remove_stale_temporaries(const std::string& folder,
-                                                  const std::function<bool(std::string_view)>& is_output) {
+                                                  const std::function<bool(std::string_view)>& is_output,
+                                                  bool any_owner) {
   std::vector<std::string> removed;
   std::error_code ec;
   fs::directory_iterator it(folder.empty() ? fs::path(".") : fs::path(folder), ec);
@@ -133,7 +134,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& folder,
   std::vector<fs::path> stale;
   for (const fs::directory_entry& entry : it) {
     const auto name = parse_temporary_name(entry.path().filename().string());
-    if (name && is_output(name->base) && temporary_owner_is_gone(name->pid)) stale.push_back(entry.path());
+    if (name && is_output(name->base) && (any_owner || temporary_owner_is_gone(name->pid))) stale.push_back(entry.path());
   }
   for (const fs::path& path : stale) {
     fs::remove_all(path, ec);

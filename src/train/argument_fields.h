@@ -82,6 +82,9 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"train_iters", "--train-iters", K::kValue, "Iterations to train (or --train-samples)."}, t.train_iters);
   f(FieldSpec{"train_samples", "--train-samples", K::kValue, "Samples to train (or --train-iters)."}, t.train_samples);
   f(FieldSpec{"exit_interval", "--exit-interval", K::kValue, "Exit when the iteration is divisible by this."}, t.exit_interval);
+  f(FieldSpec{"exit_duration_in_mins", "--exit-duration-in-mins", K::kValue, "Save and exit once training has run this many minutes (all ranks agree)."}, t.exit_duration_in_mins);
+  f(FieldSpec{"exit_signal_handler", "--exit-signal-handler", K::kStoreTrue, "On --exit-signal: finish the iteration, save, exit 0."}, t.exit_signal_handler);
+  f(FieldSpec{"exit_signal", "--exit-signal", K::kValue, "The signal --exit-signal-handler catches (SIGTERM)."}, t.exit_signal);
   f(FieldSpec{"seed", "--seed", K::kValue, "Random seed (positive)."}, t.seed);
 
   auto& o = a.optimizer;

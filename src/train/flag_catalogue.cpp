@@ -34,9 +34,7 @@ constexpr CataloguedFlag kUnsupported[] = {
     // Batch and iterations (6.2).
     {"--rampup-batch-size", K::kList, "batch-size ramp-up is not implemented (deprecated in Megatron)"},
     {"--step-batch-size-schedule", K::kValue, "batch-size schedules are not implemented yet"},
-    {"--exit-duration-in-mins", K::kValue, "time-based exit is not implemented yet; use --exit-interval"},
     {"--decrease-batch-size-if-needed", K::kStoreTrue, "batch-size decrease is not implemented"},
-    {"--exit-signal-handler", K::kStoreTrue, "signal-triggered checkpoints are not implemented yet"},
     {"--skip-train", K::kStoreTrue, "evaluation-only runs are not implemented yet"},
     {"--full-validation", K::kStoreTrue, "full validation is not implemented yet; use --eval-iters"},
     // Optimizer and schedules (6.3).

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "megatron/core/check.h"
+#include "megatron/core/exit_signal.h"
 #include "megatron/core/strings.h"
 #include "resolve_arguments.h"
 
@@ -233,6 +235,12 @@ void Resolver::iterations() {
     check(!s.lr_warmup_fraction || s.lr_warmup_samples == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
   }
   if (t.exit_interval) positive("--exit-interval", "exit_interval", *t.exit_interval);
+  if (t.exit_duration_in_mins) positive("--exit-duration-in-mins", "exit_duration_in_mins", *t.exit_duration_in_mins);
+  try {
+    parse_signal_name(t.exit_signal, "--exit-signal");
+  } catch (const Error& e) {
+    check(false, e.what());
+  }
   check(t.seed > 0, "--seed must be a positive integer, got " + num(t.seed));
 }
 

@@ -16,8 +16,11 @@
 #include <filesystem>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
+#include <ctime>
 
 #include "megatron/core/check.h"
+#include "megatron/core/exit_signal.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/kernels/device.h"
@@ -51,7 +54,13 @@ class Trainer {
         comm_(comm),
         out_(comm.rank() == 0 ? out : null_),
         last_(comm.rank() == comm.world_size() - 1 ? out : null_),
-        any_(out) {}
+        any_(out),
+        start_time_(Clock::now()) {
+    // Installed before setup: a SIGTERM during a long load is then also a clean stop.
+    if (args.training.exit_signal_handler) {
+      exit_signal_ = std::make_unique<ExitSignal>(parse_signal_name(args.training.exit_signal, "--exit-signal"));
+    }
+  }
   TrainingResult run(const std::vector<std::string>& startup_messages);
 
  private:
@@ -71,6 +80,14 @@ class Trainer {
   // whether to report again at the next log point.
   bool report_memory(std::int64_t start_iteration);
   void save();
+  // True on every rank when it is true on any (an all-reduce MAX over the world): every rank
+  // then takes the same exit, as Megatron's signal handler and duration check do.
+  bool any_rank(bool mine);
+  // Megatron's checkpoint_and_decide_exit after each iteration, in its order: the exit signal,
+  // the regular save, the duration, the exit interval. Returns the early-exit reason or "".
+  std::string checkpoint_and_decide_exit(std::int64_t& last_saved);
+  // Megatron's print_datetime: "[what] datetime: 2026-11-24 13:09:49.123456 " on rank 0.
+  void print_datetime(const std::string& what);
   nlohmann::json run_config() const;
 
   const Arguments& args_;
@@ -116,6 +133,8 @@ class Trainer {
   Clock::time_point interval_start_;
   double last_grad_norm_ = 0.0;
   TrainingResult result_;
+  Clock::time_point start_time_;          // Megatron's _TRAIN_START_TIME, for --exit-duration-in-mins
+  std::unique_ptr<ExitSignal> exit_signal_;  // --exit-signal-handler
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
@@ -123,7 +142,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   if (args_.checkpoint.save && comm_.rank() == 0) {
     save_lock_ = checkpoint::lock_save_folder(*args_.checkpoint.save);
     if (!save_lock_->note().empty()) out_ << "WARNING: " << save_lock_->note() << "\n";
-    const auto removed = checkpoint::remove_stale_temporaries(*args_.checkpoint.save);
+    const auto removed = checkpoint::remove_stale_temporaries(*args_.checkpoint.save, save_lock_->note().empty());
     if (!removed.empty()) out_ << describe_removed_temporaries(removed) << "\n";
   }
   for (const auto& line : startup_messages) out_ << line << "\n";
@@ -516,6 +535,58 @@ void Trainer::save() {
        << ps_->pp() << " ]" << std::endl;
 }
 
+bool Trainer::any_rank(bool mine) {
+  at::Tensor flag = at::full({1}, mine ? 1 : 0, at::kInt);
+  comm_.all_reduce(flag, parallel::ReduceOp::kMax, *pc_.world).wait();
+  return flag.item<int>() != 0;
+}
+
+void Trainer::print_datetime(const std::string& what) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char text[64];
+  const std::size_t n = std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  std::snprintf(text + n, sizeof(text) - n, ".%06lld", static_cast<long long>(micros));
+  out_ << "[" << what << "] datetime: " << text << " " << std::endl;
+}
+
+std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
+  const bool can_save = args_.checkpoint.save.has_value();
+  const auto save_here = [&] {
+    if (can_save && last_saved != iteration_) {
+      save();
+      last_saved = iteration_;
+    }
+  };
+  if (exit_signal_ && any_rank(exit_signal_->received())) {
+    save_here();
+    print_datetime("exiting program after receiving " + signal_name(exit_signal_->signo()) + ".");
+    return "signal";
+  }
+  const auto& save_interval = args_.checkpoint.save_interval;
+  if (can_save && save_interval && iteration_ % *save_interval == 0) save_here();
+  if (const auto& limit = args_.training.exit_duration_in_mins) {
+    const double minutes = std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0;
+    if (any_rank(minutes > static_cast<double>(*limit))) {
+      save_here();
+      std::ostringstream what;
+      what << "exiting program after " << minutes << " minutes";
+      print_datetime(what.str());
+      return "exit-duration";
+    }
+  }
+  if (args_.training.exit_interval && iteration_ % *args_.training.exit_interval == 0) {
+    save_here();
+    print_datetime("exiting program at iteration " + std::to_string(iteration_));
+    return "exit-interval";
+  }
+  return "";
+}
+
 TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   setup(startup_messages);
   out_ << "done with setup ...\ntraining ..." << std::endl;
@@ -523,8 +594,6 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   const std::int64_t start_iteration = iteration_;
   std::int64_t last_saved = iteration_;
   bool report_memory = device_.is_cuda();
-  const auto& save_interval = args_.checkpoint.save_interval;
-  bool exited = false;
   while (iteration_ < train_iters_) {
     train_step();
     const bool regular = iteration_ % args_.logging.log_interval == 0;
@@ -538,19 +607,11 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
       last_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
       interval_start_ = Clock::now();
     }
-    if (args_.checkpoint.save && save_interval && iteration_ % *save_interval == 0) {
-      save();
-      last_saved = iteration_;
-    }
-    if (args_.training.exit_interval && iteration_ % *args_.training.exit_interval == 0) {
-      if (args_.checkpoint.save && last_saved != iteration_) save();
-      out_ << "exiting program at iteration " << iteration_ << std::endl;
-      exited = true;
-      break;
-    }
+    result_.early_exit = checkpoint_and_decide_exit(last_saved);
+    if (!result_.early_exit.empty()) break;
   }
   result_.final_iteration = iteration_;
-  if (exited) return result_;  // --exit-interval: Megatron exits right there, without the final evaluation
+  if (!result_.early_exit.empty()) return result_;  // Megatron exits right there, without the final evaluation
   if (args_.checkpoint.save && last_saved != iteration_) save();
   if (datasets_.valid() && args_.logging.eval_iters > 0) {
     std::int64_t consumed = consumed_valid_;

@@ -83,8 +83,10 @@ std::unique_ptr<OutputLock> lock_save_folder(const std::string& root);
 bool is_checkpoint_output(std::string_view name);
 
 // At start, with the --save lock held: removes <root>'s temporaries (iter_XXXXXXX.tmp.<pid>/,
-// tracker and run-config .tmp files) of processes that are gone. Returns their paths.
-std::vector<std::string> remove_stale_temporaries(const std::string& root);
+// tracker and run-config .tmp files) left by saves that were killed. `locked`: the lock really
+// locks (lock_save_folder's note() is empty), so every temporary there is stale, whichever node
+// its pid came from; otherwise only those whose process is gone from this node. Returns their paths.
+std::vector<std::string> remove_stale_temporaries(const std::string& root, bool locked = false);
 
 // The iteration in <root>/latest_checkpointed_iteration.txt; nullopt when the file does not exist
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.

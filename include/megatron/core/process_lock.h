@@ -49,8 +49,13 @@ bool temporary_owner_is_gone(long pid);
 // Removes the entries of `folder` (files, or folders with their contents) whose name is a
 // temporary name of a base accepted by `is_output` and whose process is gone. Returns their paths.
 // Call at start, after taking the OutputLock of those outputs. A missing folder holds nothing.
+// `any_owner`: remove them whatever their pid says. Right when a lock that really locks is held
+// over every writer of these outputs: then no other process can be writing them, and the pid
+// test (which sees only this node's processes) must not keep a temporary of a job that ran on
+// another node whose pid is taken here.
 std::vector<std::string> remove_stale_temporaries(const std::string& folder,
-                                                  const std::function<bool(std::string_view)>& is_output);
+                                                  const std::function<bool(std::string_view)>& is_output,
+                                                  bool any_owner = false);
 
 // The temporaries of these final paths (each `<path>.tmp.<pid>.<n>` in the path's folder).
 std::vector<std::string> remove_stale_temporaries_of(const std::vector<std::string>& final_paths);

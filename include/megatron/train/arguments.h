@@ -101,6 +101,9 @@ struct TrainingArgs {
   std::optional<std::int64_t> train_iters;    // exactly one of train_iters / train_samples
   std::optional<std::int64_t> train_samples;
   std::optional<std::int64_t> exit_interval;
+  std::optional<std::int64_t> exit_duration_in_mins;  // save and exit once training ran this long
+  bool exit_signal_handler = false;   // --exit-signal-handler: on exit_signal, save and exit 0
+  std::string exit_signal = "SIGTERM";
   std::int64_t seed = 1234;
   bool operator==(const TrainingArgs&) const = default;
 };

@@ -15,6 +15,9 @@ struct TrainingResult {
   std::vector<double> iteration_losses;  // the lm loss of every iteration run in this process
   std::int64_t skipped_iterations = 0;   // steps the loss scaler skipped (fp16 overflow)
   std::optional<double> final_validation_loss;
+  // Why the loop stopped before --train-iters: "" (it did not), "exit-interval",
+  // "exit-duration" or "signal" (--exit-signal-handler). A checkpoint was saved first with --save.
+  std::string early_exit;
 };
 
 // Runs the whole job. `out` receives what Megatron prints (start-up lines, the argument dump,

@@ -141,6 +141,22 @@ TEST(Checkpoint, StartRemovesTheTemporariesOfDeadSavesOnly) {
   EXPECT_NO_THROW(load_checkpoint(root, 10, "mp_rank_00", true, true));
 }
 
+// With the save lock held, a temporary whose pid is alive here is still stale: the pid came from
+// another node (a requeued job's rank 0 lands anywhere) and the lock keeps every other saver out.
+TEST(Checkpoint, WithTheLockHeldEveryTemporaryIsStale) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  const auto lock = lock_save_folder(root);
+  ASSERT_TRUE(lock->note().empty()) << "this file system cannot lock: " << lock->note();
+  const std::string live = std::to_string(::getppid());
+  fs::create_directories(fs::path(iteration_folder(root, 30) + ".tmp." + live) / "mp_rank_00");
+  dir.write("notes.tmp." + live + ".0", "not ours");
+  const auto removed = remove_stale_temporaries(root, true);
+  EXPECT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(fs::exists(iteration_folder(root, 30) + ".tmp." + live));
+  EXPECT_TRUE(fs::exists(dir.path() / ("notes.tmp." + live + ".0")));
+}
+
 TEST(Checkpoint, SecondRunSavingToTheSameFolderIsRefused) {
   TempDir dir("ckpt");
   const std::string root = (dir.path() / "run").string();

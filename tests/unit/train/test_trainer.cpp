@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -58,6 +59,75 @@ TEST(Trainer, ResumeReproducesTheStraightRunBitForBit) {
   }
   EXPECT_EQ(second.final_iteration, 6);
   EXPECT_EQ(second.final_validation_loss, straight.final_validation_loss);
+}
+
+// An output stream that raises a signal once a given text has been printed: the signal arrives
+// at a known point of the run (here: while the trainer prints an iteration line).
+class SignalOnText : public std::stringbuf {
+ public:
+  SignalOnText(std::string text, int signo) : text_(std::move(text)), signo_(signo) {}
+  bool raised() const { return raised_; }
+
+ protected:
+  int sync() override {
+    if (!raised_ && str().find(text_) != std::string::npos) {
+      raised_ = true;
+      std::raise(signo_);
+    }
+    return 0;
+  }
+
+ private:
+  std::string text_;
+  int signo_;
+  bool raised_ = false;
+};
+
+// Megatron's --exit-signal-handler: the signal during iteration 2 lets it finish, a checkpoint
+// of iteration 2 is saved, the run stops early (no final evaluation), and the resumed run gives
+// the uninterrupted run's losses bit for bit.
+TEST(Trainer, ExitSignalSavesAndTheResumedRunMatchesTheStraightRun) {
+  TempDir dir("trainer_exit_signal");
+  const TrainingResult straight = train(tiny_run(dir, {}));
+  const std::string ckpt = dir / "ckpt";
+  std::vector<std::string> messages;
+  ParseOptions options;
+  options.messages = &messages;
+  SignalOnText buffer("iteration        2/", SIGUSR1);
+  std::ostream out(&buffer);
+  const TrainingResult first = run_training(
+      parse_arguments(tiny_run(dir, {"--save", ckpt, "--save-interval", "5", "--exit-signal-handler",
+                                     "--exit-signal", "usr1"}),
+                      options),
+      messages, out);
+  ASSERT_TRUE(buffer.raised());
+  EXPECT_EQ(first.early_exit, "signal");
+  EXPECT_EQ(first.final_iteration, 2);
+  EXPECT_FALSE(first.final_validation_loss.has_value()) << "no final evaluation after the exit";
+  const std::string printed = buffer.str();
+  EXPECT_NE(printed.find("saving checkpoint at iteration       2"), std::string::npos) << printed;
+  EXPECT_TRUE(std::regex_search(printed, std::regex(R"(\[exiting program after receiving SIGUSR1\.\] datetime: )"
+                                                    R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} \n)")))
+      << printed;
+  const TrainingResult second = train(tiny_run(dir, {"--load", ckpt, "--save", ckpt, "--save-interval", "5"}));
+  ASSERT_EQ(second.iteration_losses.size(), 4u);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(first.iteration_losses[i], straight.iteration_losses[i]);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(second.iteration_losses[i], straight.iteration_losses[i + 2]) << "iteration " << i + 3;
+  }
+  EXPECT_EQ(second.final_validation_loss, straight.final_validation_loss);
+}
+
+TEST(Trainer, ExitSignalIsValidatedAtParseTime) {
+  TempDir dir("trainer_exit_signal_bad");
+  try {
+    parse_arguments(tiny_run(dir, {"--exit-signal-handler", "--exit-signal", "SIGKILL"}), ParseOptions{});
+    ADD_FAILURE() << "SIGKILL accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--exit-signal: 'SIGKILL' is not a signal this handler can catch"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Mixed precision resumes exactly too: the fp32 main weights and Adam state come back from the

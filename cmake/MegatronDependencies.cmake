@@ -15,6 +15,19 @@ endif()
 if(MEGATRON_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+# TensorBoard event files: protobuf (libprotobuf-dev, protobuf-compiler) encodes the records,
+# ISA-L (libisal-dev) computes their CRC-32C. Both come from scripts/setup.sh; a build without
+# them refuses --tensorboard-dir with the reason.
+find_package(Protobuf)
+find_path(MEGATRON_ISAL_INCLUDE_DIR isa-l/crc.h)
+find_library(MEGATRON_ISAL_LIBRARY isal)
+if(Protobuf_FOUND AND Protobuf_PROTOC_EXECUTABLE AND MEGATRON_ISAL_INCLUDE_DIR AND MEGATRON_ISAL_LIBRARY)
+  set(MEGATRON_HAVE_TENSORBOARD ON)
+  message(STATUS "megatron: TensorBoard event files with protobuf ${Protobuf_VERSION} and ISA-L's CRC-32C")
+else()
+  set(MEGATRON_HAVE_TENSORBOARD OFF)
+  message(STATUS "megatron: no protobuf or ISA-L found; --tensorboard-dir is refused (scripts/setup.sh installs them)")
+endif()
 # Open MPI (Debian's libopenmpi-dev): the CPU communicator and the launcher (mpirun, srun
 # --mpi=pmix). MPIEXEC_EXECUTABLE runs the multi-rank tests. scripts/setup.sh installs it; a build
 # without it (a bare GPU machine, scripts/gpu_check.sh) runs single processes only.

@@ -16,11 +16,13 @@ BUILD_DIR="${MEGATRON_BUILD_DIR:-$ROOT/build}"
 # CPU build and the GPU build compile against the same LibTorch API. The PyPI wheel is the
 # CUDA 13.0 build; it runs CPU-only where no GPU/driver is present (checked below).
 TORCH_VERSION="2.11.0"
+TENSORBOARD_VERSION="2.21.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin
+  libprotobuf-dev protobuf-compiler libisal-dev
 )
 
 log() { printf '[setup] %s\n' "$*"; }
@@ -59,6 +61,11 @@ install_libtorch() {
     "$venv/bin/pip" install -q --upgrade pip
     "$venv/bin/pip" install -q "torch==$TORCH_VERSION" numpy
     log "LibTorch: installed in $((SECONDS - start)) s, $(du -sh "$venv" | cut -f1)"
+  fi
+  # TensorBoard's own reader checks the event files the trainer writes (tests/e2e/tensorboard_read.py).
+  if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
+    log "TensorBoard: installing tensorboard==$TENSORBOARD_VERSION into .venv (its event reader is used by the tests)"
+    "$venv/bin/pip" install -q "tensorboard==$TENSORBOARD_VERSION"
   fi
   # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
   "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"

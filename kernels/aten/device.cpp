@@ -83,6 +83,7 @@ MemoryStats memory_stats(const at::Device& device) {
     out.max_allocated = stats.allocated_bytes[all].peak;
     out.reserved = stats.reserved_bytes[all].current;
     out.max_reserved = stats.reserved_bytes[all].peak;
+    out.allocation_count = stats.allocation[all].current;
   }
 #endif
   (void)device;

@@ -142,6 +142,14 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"log_throughput", "--log-throughput", K::kStoreTrue, "Log TFLOP/s per GPU."}, l.log_throughput);
   f(FieldSpec{"eval_interval", "--eval-interval", K::kValue, "Iterations between validations."}, l.eval_interval);
   f(FieldSpec{"eval_iters", "--eval-iters", K::kValue, "Iterations per validation."}, l.eval_iters);
+  f(FieldSpec{"tensorboard_dir", "--tensorboard-dir", K::kValue, "Write TensorBoard event files here (the last rank)."}, l.tensorboard_dir);
+  f(FieldSpec{"tensorboard_log_interval", "--tensorboard-log-interval", K::kValue, "Iterations between TensorBoard scalars."}, l.tensorboard_log_interval);
+  f(FieldSpec{"tensorboard_queue_size", "--tensorboard-queue-size", K::kValue, "TensorBoard records held before a write."}, l.tensorboard_queue_size);
+  f(FieldSpec{"log_timers_to_tensorboard", "--log-timers-to-tensorboard", K::kStoreTrue, "Write iteration-time (and throughput with --log-throughput)."}, l.log_timers_to_tensorboard);
+  f(FieldSpec{"log_validation_ppl_to_tensorboard", "--log-validation-ppl-to-tensorboard", K::kStoreTrue, "Write the validation perplexity too."}, l.log_validation_ppl_to_tensorboard);
+  f(FieldSpec{"log_memory_to_tensorboard", "--log-memory-to-tensorboard", K::kStoreTrue, "Write GPU memory statistics."}, l.log_memory_to_tensorboard);
+  f(FieldSpec{"log_loss_scale_to_tensorboard", "--no-log-loss-scale-to-tensorboard", K::kStoreFalse, "Do not write the loss scale."}, l.log_loss_scale_to_tensorboard);
+  f(FieldSpec{"log_world_size_to_tensorboard", "--log-world-size-to-tensorboard", K::kStoreTrue, "Write the world size."}, l.log_world_size_to_tensorboard);
 
   auto& c = a.checkpoint;
   f(FieldSpec{"save", "--save", K::kValue, "Folder to save checkpoints to."}, c.save);

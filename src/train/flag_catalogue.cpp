@@ -9,7 +9,6 @@ namespace {
 
 using K = FlagKind;
 
-constexpr std::string_view kTensorBoard = "TensorBoard logging is not implemented yet";
 constexpr std::string_view kWandb = "Weights & Biases logging is not implemented";
 constexpr std::string_view kRecompute = "an older Megatron name: use --recompute-granularity, --recompute-method and --recompute-num-layers";
 constexpr std::string_view kCkpt = "checkpoints use this project's own format in Megatron's folder layout (see docs)";
@@ -69,13 +68,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--null-tokenizer-eod-id", K::kValue, "NullTokenizer's end-of-document id is fixed in this build"},
     {"--null-tokenizer-pad-id", K::kValue, "NullTokenizer's pad id is fixed in this build"},
     // Logging (6.9).
-    {"--tensorboard-dir", K::kValue, kTensorBoard},
-    {"--tensorboard-log-interval", K::kValue, kTensorBoard},
-    {"--tensorboard-queue-size", K::kValue, kTensorBoard},
-    {"--log-timers-to-tensorboard", K::kStoreTrue, kTensorBoard},
-    {"--log-validation-ppl-to-tensorboard", K::kStoreTrue, kTensorBoard},
-    {"--log-memory-to-tensorboard", K::kStoreTrue, kTensorBoard},
-    {"--no-log-loss-scale-to-tensorboard", K::kStoreTrue, kTensorBoard},
     {"--log-params-norm", K::kStoreTrue, "parameter-norm logging is not implemented yet"},
     {"--log-num-zeros-in-grad", K::kStoreTrue, "zero-gradient counting is not implemented yet"},
     {"--log-progress", K::kStoreTrue, "progress.txt logging is not implemented yet"},
@@ -94,7 +86,7 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--checkpoint-num-layers", K::kValue, kRecompute},
     {"--activations-checkpoint-method", K::kValue, kRecompute},
     {"--activations-checkpoint-num-layers", K::kValue, kRecompute},
-    {"--log-batch-size-to-tensorboard", K::kStoreTrue, kTensorBoard},
+    {"--log-batch-size-to-tensorboard", K::kStoreTrue, "an older Megatron flag: the batch size is always written to TensorBoard"},
 };
 
 constexpr std::string_view kKernelChoice = "a kernel choice in Megatron; this build picks its own kernels";

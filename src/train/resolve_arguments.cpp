@@ -235,6 +235,9 @@ void Resolver::iterations() {
     check(!s.lr_warmup_fraction || s.lr_warmup_samples == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
   }
   if (t.exit_interval) positive("--exit-interval", "exit_interval", *t.exit_interval);
+  const auto& l = a_.logging;
+  positive("--tensorboard-log-interval", "tensorboard_log_interval", l.tensorboard_log_interval);
+  positive("--tensorboard-queue-size", "tensorboard_queue_size", l.tensorboard_queue_size);
   if (t.exit_duration_in_mins) positive("--exit-duration-in-mins", "exit_duration_in_mins", *t.exit_duration_in_mins);
   try {
     parse_signal_name(t.exit_signal, "--exit-signal");

@@ -28,6 +28,7 @@
 #include "megatron/parallel/data_parallel.h"
 #include "megatron/parallel/pipeline_executor.h"
 #include "megatron/parallel/pipeline_layout.h"
+#include "megatron/train/tensorboard.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
 
@@ -80,6 +81,11 @@ class Trainer {
   // whether to report again at the next log point.
   bool report_memory(std::int64_t start_iteration);
   void save();
+  // Megatron's training_log scalars for this iteration (every --tensorboard-log-interval).
+  void write_tensorboard_iteration(double loss);
+  // '<key> validation' (and its ppl with --log-validation-ppl-to-tensorboard), by iteration and
+  // by consumed samples.
+  void write_tensorboard_validation(double loss);
   // True on every rank when it is true on any (an all-reduce MAX over the world): every rank
   // then takes the same exit, as Megatron's signal handler and duration check do.
   bool any_rank(bool mine);
@@ -135,6 +141,7 @@ class Trainer {
   TrainingResult result_;
   Clock::time_point start_time_;          // Megatron's _TRAIN_START_TIME, for --exit-duration-in-mins
   std::unique_ptr<ExitSignal> exit_signal_;  // --exit-signal-handler
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // --tensorboard-dir, on the last rank
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
@@ -165,6 +172,14 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   params_dtype_ = x.bf16 ? at::kBFloat16 : (x.fp16 ? at::kHalf : at::kFloat);
   out_ << "> training on " << kernels::describe_device(device_) << " in " << x.params_dtype
        << (device_.is_cpu() ? " (no usable GPU: CPU ranks)" : " (one GPU per rank, by local rank)") << std::endl;
+  if (args_.logging.tensorboard_dir && comm_.rank() == comm_.world_size() - 1) {
+    last_ << "> setting tensorboard ..." << std::endl;
+    tensorboard_ = std::make_unique<TensorBoardWriter>(*args_.logging.tensorboard_dir,
+                                                       static_cast<int>(args_.logging.tensorboard_queue_size));
+    if (args_.logging.log_memory_to_tensorboard && device_.is_cpu()) {
+      last_ << "WARNING: --log-memory-to-tensorboard writes GPU memory statistics; this run is on the CPU" << std::endl;
+    }
+  }
   const auto seed = static_cast<std::uint64_t>(args_.training.seed);
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
@@ -433,6 +448,44 @@ void Trainer::train_step() {
     interval_loss_ += loss;
     ++interval_advanced_;
   }
+  if (tensorboard_ && iteration_ % args_.logging.tensorboard_log_interval == 0) write_tensorboard_iteration(loss);
+}
+
+void Trainer::write_tensorboard_iteration(double loss) {
+  TensorBoardWriter& w = *tensorboard_;
+  const auto& l = args_.logging;
+  const double samples = static_cast<double>(consumed_train_);
+  const auto both = [&](const std::string& tag, double value) {
+    w.add_scalar(tag, value, iteration_);
+    w.add_scalar(tag + " vs samples", value, static_cast<std::int64_t>(samples));
+  };
+  both("learning-rate", scheduler_->lr());
+  both("batch-size", args_.training.global_batch_size);
+  both("lm loss", loss);
+  if (l.log_loss_scale_to_tensorboard) both("loss-scale", optimizer_->loss_scale());
+  if (l.log_world_size_to_tensorboard) both("world-size", args_.parallel.world_size);
+  const bool mixed_precision = args_.precision.bf16 || args_.precision.fp16;
+  if (args_.optimizer.clip_grad > 0 || mixed_precision) both("grad-norm", last_grad_norm_);
+  if (l.log_memory_to_tensorboard && device_.is_cuda()) {
+    const kernels::MemoryStats m = kernels::memory_stats(device_);
+    w.add_scalar("mem-reserved-bytes", static_cast<double>(m.reserved), iteration_);
+    w.add_scalar("mem-allocated-bytes", static_cast<double>(m.allocated), iteration_);
+    w.add_scalar("mem-max-allocated-bytes", static_cast<double>(m.max_allocated), iteration_);
+    w.add_scalar("mem-allocated-count", static_cast<double>(m.allocation_count), iteration_);
+  }
+}
+
+void Trainer::write_tensorboard_validation(double loss) {
+  if (!tensorboard_) return;
+  TensorBoardWriter& w = *tensorboard_;
+  w.add_scalar("lm loss validation", loss, iteration_);
+  w.add_scalar("lm loss validation vs samples", loss, consumed_train_);
+  if (args_.logging.log_validation_ppl_to_tensorboard) {
+    const double ppl = std::exp(std::min(20.0, loss));
+    w.add_scalar("lm loss validation ppl", ppl, iteration_);
+    w.add_scalar("lm loss validation ppl vs samples", ppl, consumed_train_);
+  }
+  w.flush();
 }
 
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
@@ -479,6 +532,11 @@ void Trainer::log_iteration(bool regular) {
   f.skipped_iterations = interval_skipped_;
   f.nan_iterations = interval_nan_;
   last_ << format_iteration_line(f) << std::endl;
+  // Megatron writes the timers at the log points after the first iteration.
+  if (tensorboard_ && args_.logging.log_timers_to_tensorboard && regular) {
+    tensorboard_->add_scalar("iteration-time", seconds / static_cast<double>(interval_iters_), iteration_);
+    if (f.tflops_per_gpu) tensorboard_->add_scalar("throughput", *f.tflops_per_gpu, iteration_);
+  }
   if (regular) {
     interval_loss_ = 0.0;
     interval_iters_ = 0;
@@ -530,6 +588,7 @@ void Trainer::save() {
   writer.dp_rank = ps_->dp_rank();
   writer.dp_size = ps_->dp();
   checkpoint::save_checkpoint(root, state, writer, pc_);
+  if (tensorboard_) tensorboard_->flush();  // a job stopped after this save keeps its curves
   out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration_
        << " to " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/"
        << ps_->pp() << " ]" << std::endl;
@@ -605,6 +664,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
         args_.logging.eval_iters > 0) {
       const double v = evaluate(*datasets_.valid(), consumed_valid_, args_.logging.eval_iters);
       last_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
+      write_tensorboard_validation(v);
       interval_start_ = Clock::now();
     }
     result_.early_exit = checkpoint_and_decide_exit(last_saved);
@@ -619,6 +679,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on validation set",
                                      {{"lm loss", v}})
           << std::endl;
+    write_tensorboard_validation(v);
     result_.final_validation_loss = v;
   }
   if (datasets_.test() && args_.logging.eval_iters > 0) {
@@ -626,6 +687,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     const double v = evaluate(*datasets_.test(), consumed, args_.logging.eval_iters);
     last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
           << std::endl;
+    write_tensorboard_validation(v);  // Megatron writes the test set's loss under the validation tags too
   }
   return result_;
 }

@@ -27,6 +27,7 @@ void reset_peak_memory(const at::Device& device);
 // report_memory prints.
 struct MemoryStats {
   std::int64_t allocated = 0, max_allocated = 0, reserved = 0, max_reserved = 0;
+  std::int64_t allocation_count = 0;  // live blocks
 };
 MemoryStats memory_stats(const at::Device& device);
 

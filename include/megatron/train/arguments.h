@@ -171,6 +171,14 @@ struct LoggingArgs {
   bool log_throughput = false;
   std::int64_t eval_interval = 1000;  // 1000 as in Megatron core_v0.12 and later releases
   std::int64_t eval_iters = 100;
+  std::optional<std::string> tensorboard_dir;  // event files, written by the last rank
+  std::int64_t tensorboard_log_interval = 1;
+  std::int64_t tensorboard_queue_size = 1000;
+  bool log_timers_to_tensorboard = false;      // iteration-time (and throughput with --log-throughput)
+  bool log_validation_ppl_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;      // GPU runs: the caching allocator's statistics
+  bool log_loss_scale_to_tensorboard = true;   // --no-log-loss-scale-to-tensorboard
+  bool log_world_size_to_tensorboard = false;
   bool operator==(const LoggingArgs&) const = default;
 };
 

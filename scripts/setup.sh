@@ -23,6 +23,7 @@ APT_PACKAGES=(
   libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler libisal-dev
+  slurmctld slurmd slurm-client libpmix-dev
 )
 
 log() { printf '[setup] %s\n' "$*"; }

@@ -1,0 +1,49 @@
+# Shared by the sbatch scripts; sourced, never run. Every variable read here is either defaulted
+# or set by Slurm.
+# shellcheck shell=bash
+
+# The script's own path. In a batch job $0 is slurmd's copy, so ask slurmctld which file was
+# submitted (Command=); outside Slurm it is $0.
+megatron_script_path() {
+  local cmd=""
+  if [[ -n ${SLURM_JOB_ID:-} ]]; then
+    cmd=$(scontrol show job -o "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" 2>/dev/null | sed -nE 's/.* Command=([^ ]+).*/\1/p' | head -1)
+  fi
+  if [[ -n $cmd && -f $cmd ]]; then echo "$cmd"; else realpath "$0"; fi
+}
+
+# settings NAME...: one "NAME=value" line per variable, the first thing a job prints.
+print_settings() {
+  local name
+  echo "[$(date '+%F %T')] $1"
+  shift
+  for name in "$@"; do printf '  %-32s %s\n' "$name" "${!name:-}"; done
+}
+
+# container_args IMAGE MOUNTS: srun's pyxis flags (none when IMAGE is empty).
+container_args() {
+  CONTAINER=()
+  [[ -n $1 ]] || return 0
+  CONTAINER=(--container-image="$1" --no-container-mount-home --container-workdir="${SLURM_SUBMIT_DIR:-$PWD}")
+  [[ -n $2 ]] && CONTAINER+=(--container-mounts="$2")
+  return 0
+}
+
+# default_mounts PATH...: "p1:p1,p2:p2" for the distinct existing folders holding these paths
+# (pyxis shows the container only what is mounted).
+default_mounts() {
+  local p dir seen=" " out=""
+  for p in "$@"; do
+    [[ -n $p ]] || continue
+    if [[ -d $p ]]; then dir=$(realpath "$p"); else dir=$(realpath -m "$(dirname "$p")"); fi
+    [[ $seen == *" $dir "* ]] && continue
+    seen+="$dir "
+    out+="${out:+,}$dir:$dir"
+  done
+  echo "$out"
+}
+
+die() {
+  echo "error: $*" >&2
+  exit 1
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The cluster workflow on a live Slurm (issue 12, item 7): a throw-away slurmctld with two fake
+# nodes runs the repository's sbatch scripts as a user would.
+#   1. slurm/1.data-preprocessing.sbatch over 3 shards (.jsonl, .jsonl.gz, .jsonl.zst), one per
+#      array task, then the merge job: the bytes equal the dataset Megatron made from the corpus.
+#   2. slurm/2.distributed-training.sbatch on 2 nodes x 2 CPU tasks, TP2 x DP2, on that dataset.
+#   3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun (restart 1, output appended)
+#      finishes with the uninterrupted run's losses, iteration for iteration.
+#   4. a time limit: --signal=TERM before it, the ranks save, the script requeues the job.
+# Usage: slurm_workflow.sh BUILD_TOOLS_DIR TEST_DATA_DIR
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+TOOLS=$(realpath "$1")
+DATA=$(realpath "$2")
+# shellcheck source=cluster.sh
+source "$HERE/cluster.sh"
+
+for c in slurmctld slurmd sbatch srun scontrol zstd gzip; do
+  command -v "$c" >/dev/null || [[ -x /usr/sbin/$c ]] || { echo "FAIL: $c is needed (scripts/setup.sh installs Slurm)" >&2; exit 1; }
+done
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/megatron-slurm.XXXXXX")
+cleanup() {
+  slurm_stop
+  if [[ ${KEEP_WORK:-0} == 1 ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+cd "$WORK" || exit 1
+
+step() { echo "== $* ($(date +%T))"; }
+ok() { echo "   ok: $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$WORK"/*.out "$WORK"/data/*.out; do [[ -f $f ]] && { echo "---- $f ----" >&2; tail -n 40 "$f" >&2; }; done
+  exit 1
+}
+# losses FILE: "iteration loss" for each iteration line, the last one printed for each iteration.
+losses() { sed -nE 's/.*iteration +([0-9]+)\/ +[0-9]+ \|.*lm loss: ([^ ]+) \|.*/\1 \2/p' "$1" | sort -n -k1,1 -s | awk '{l[$1]=$2} END {for (i in l) print i, l[i]}' | sort -n; }
+wait_for_line() {  # wait_for_line FILE REGEX SECONDS
+  local waited=0
+  until grep -qE "$2" "$1" 2>/dev/null; do
+    (( waited++ < $3 * 10 )) || fail "no line matching '$2' in $1 after $3 s"
+    sleep 0.1
+  done
+}
+
+step "start a Slurm with two fake nodes"
+slurm_start "$WORK/cluster" || fail "Slurm did not start"
+sinfo
+ok "slurmctld and slurmd n1, n2 are up"
+
+step "1. preprocessing: 3 shards as a job array of 3 tasks, then the merge job"
+mkdir -p shards
+total=$(wc -l <"$DATA/corpus.jsonl")
+third=$(((total + 2) / 3))
+split -l "$third" -d -a 1 "$DATA/corpus.jsonl" shards/shard_
+mv shards/shard_0 shards/shard_0.jsonl
+gzip -c shards/shard_1 >shards/shard_1.jsonl.gz && rm shards/shard_1
+zstd -q shards/shard_2 -o shards/shard_2.jsonl.zst && rm shards/shard_2
+plan=$(INPUT="$WORK/shards" DATA_PATH="$WORK/data" OUTPUT_PREFIX="$WORK/data/corpus" FILES_PER_TASK=1 WORKERS=2 \
+  MEGATRON_BIN="$TOOLS" sbatch --parsable --cpus-per-task=2 --output="$WORK/plan.out" "$REPO/slurm/1.data-preprocessing.sbatch")
+slurm_wait "$plan" 60 || fail "the planning job did not finish"
+[[ $(slurm_state "$plan") == COMPLETED ]] || fail "the planning job ended $(slurm_state "$plan")"
+read -r array merge < <(sed -nE 's/^ARRAY_JOB=([0-9]+) MERGE_JOB=([0-9]+)$/\1 \2/p' "$WORK/plan.out")
+[[ -n $array && -n $merge ]] || fail "plan.out names no array and merge job"
+slurm_wait "$array" 120 || fail "the array did not finish"
+slurm_wait "$merge" 60 || fail "the merge job did not finish"
+for t in 0 1 2; do
+  [[ $(scontrol show job "${array}_$t" | sed -nE 's/.*JobState=([A-Z_]+).*/\1/p' | head -1) == COMPLETED ]] ||
+    fail "array task $t did not complete"
+done
+[[ $(slurm_state "$merge") == COMPLETED ]] || fail "the merge job ended $(slurm_state "$merge")"
+cmp "$WORK/data/corpus_text_document.bin" "$DATA/corpus_text_document.bin" || fail ".bin differs from Megatron's"
+cmp "$WORK/data/corpus_text_document.idx" "$DATA/corpus_text_document.idx" || fail ".idx differs from Megatron's"
+[[ ! -e $WORK/data/corpus.parts ]] || fail "the parts were not removed after the merge"
+ok "array $array (3 tasks) + merge $merge: .bin and .idx byte-equal to Megatron's dataset of the whole corpus"
+
+# A tiny GPT at TP2 x DP2 on 2 nodes x 2 CPU tasks.
+export GPUS_PER_NODE=0 TASKS_PER_NODE=2 NUM_LAYERS=2 HIDDEN_SIZE=32 NUM_ATTENTION_HEADS=4 SEQ_LENGTH=32 \
+  TENSOR_MODEL_PARALLEL_SIZE=2 PIPELINE_MODEL_PARALLEL_SIZE=1 MICRO_BATCH_SIZE=2 GLOBAL_BATCH_SIZE=8 \
+  NUMBER_OF_ITERATIONS=30 LR=3e-3 LR_DECAY_ITERS=30 PRECISION=fp32 DATA_PATH="$WORK/data/corpus_text_document" \
+  SAVE_INTERVAL=1000 EVAL_INTERVAL=1000 EVAL_ITERS=1 LOG_INTERVAL=1 MEGATRON_BIN="$TOOLS" \
+  EXTRA_ARGS="--make-vocab-size-divisible-by 64 --data-cache-path $WORK/cache --use-distributed-optimizer"
+
+step "2. training: 2 nodes x 2 tasks, TP2 x DP2, 30 iterations"
+job=$(CHECKPOINT_PATH="$WORK/straight" sbatch --parsable --nodes=2 --output="$WORK/straight.out" \
+  "$REPO/slurm/2.distributed-training.sbatch")
+slurm_wait "$job" 150 || fail "the training job did not finish"
+[[ $(slurm_state "$job") == COMPLETED ]] || fail "the training job ended $(slurm_state "$job")"
+grep -q "using world size: 4, data-parallel size: 2, context-parallel size: 1, hierarchical context-parallel sizes: None, tensor-model-parallel size: 2" \
+  "$WORK/straight.out" || fail "no world-size line for TP2 x DP2"
+losses "$WORK/straight.out" >straight.txt
+[[ $(wc -l <straight.txt) -eq 30 ]] || fail "expected 30 loss lines, got $(wc -l <straight.txt)"
+[[ $(cat "$WORK/straight/latest_checkpointed_iteration.txt") == 30 ]] || fail "no final checkpoint"
+for f in command.sh environment.txt git_revision.txt; do
+  [[ -s $WORK/straight/runs/${job}_restart0/$f ]] || fail "the run record has no $f"
+done
+compgen -G "$WORK/straight/tensorboard/events.out.tfevents.*" >/dev/null || fail "no TensorBoard event file"
+ok "job $job: 30 iterations, a checkpoint, the run record and event files beside it"
+
+step "3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun resumes"
+job=$(CHECKPOINT_PATH="$WORK/requeued" sbatch --parsable --nodes=2 --output="$WORK/requeued.out" \
+  "$REPO/slurm/2.distributed-training.sbatch")
+wait_for_line "$WORK/requeued.out" "iteration +5/" 90
+scontrol requeue "$job" || fail "scontrol requeue $job refused"
+wait_for_line "$WORK/requeued.out" "exiting program after receiving SIGTERM" 30
+# A requeued job waits about two minutes (BeginTime); start it now.
+waited=0
+until scontrol show job "$job" | grep -q "JobState=PENDING"; do
+  (( waited++ < 300 )) || fail "job $job did not go back to PENDING"
+  sleep 0.1
+done
+scontrol update JobId="$job" StartTime=now
+slurm_wait "$job" 150 || fail "the requeued job did not finish"
+[[ $(slurm_state "$job") == COMPLETED ]] || fail "the requeued job ended $(slurm_state "$job")"
+grep -q "megatron-gpt job $job (restart 1)" "$WORK/requeued.out" || fail "no restart-1 header in the appended output"
+stopped=$(sed -nE 's/.*saving checkpoint at iteration +([0-9]+) .*/\1/p' "$WORK/requeued.out" | head -1)
+(( stopped >= 5 && stopped < 30 )) || fail "the first run saved at iteration '$stopped'"
+grep -q "loading checkpoint from $WORK/requeued at iteration $stopped" "$WORK/requeued.out" ||
+  fail "the rerun did not load iteration $stopped"
+losses "$WORK/requeued.out" >requeued.txt
+diff straight.txt requeued.txt || fail "the requeued run's losses differ from the uninterrupted run's"
+ok "stopped and saved at iteration $stopped, resumed there; all 30 losses equal the uninterrupted run's"
+
+step "4. a time limit: the signal before it, a checkpoint, the job requeues itself"
+job=$(CHECKPOINT_PATH="$WORK/limited" NUMBER_OF_ITERATIONS=100000 LR_DECAY_ITERS=100000 sbatch --parsable --nodes=2 \
+  --time=1 --signal=TERM@50 --output="$WORK/limited.out" "$REPO/slurm/2.distributed-training.sbatch")
+wait_for_line "$WORK/limited.out" "exiting program after receiving SIGTERM" 90
+wait_for_line "$WORK/limited.out" "requeueing job $job to continue from iteration" 30
+saved=$(cat "$WORK/limited/latest_checkpointed_iteration.txt")
+(( saved > 0 )) || fail "no checkpoint before the time limit"
+scancel "$job"
+ok "saved at iteration $saved before the limit, then requeued"

@@ -7,7 +7,10 @@
 # Usage: scripts/setup.sh [TARGET...]   builds the given Ninja targets, default everything
 # (the quickstart builds only `megatron_tools`, the executables).
 # Environment: MEGATRON_BUILD_DIR (default build), MEGATRON_SKIP_TORCH=1 (no venv/LibTorch),
-# MEGATRON_CMAKE_ARGS (extra configure flags), MEGATRON_JOBS (build parallelism).
+# MEGATRON_CMAKE_ARGS (extra configure flags), MEGATRON_JOBS (build parallelism),
+# MEGATRON_TORCH_PYTHON (a Python whose installed torch provides LibTorch instead of .venv: the
+# NGC PyTorch image's `python`), MEGATRON_APT_SKIP (packages to leave out, e.g. Open MPI where
+# the image brings its own).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +34,7 @@ log() { printf '[setup] %s\n' "$*"; }
 install_system_packages() {
   local missing=()
   for p in "${APT_PACKAGES[@]}"; do
+    [[ " ${MEGATRON_APT_SKIP:-} " == *" $p "* ]] && continue
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then
@@ -52,7 +56,13 @@ install_libtorch() {
     log "LibTorch: skipped (MEGATRON_SKIP_TORCH=1)"
     return
   fi
+  if [ -n "${MEGATRON_TORCH_PYTHON:-}" ]; then
+    TORCH_PYTHON=$MEGATRON_TORCH_PYTHON
+    log "LibTorch: from $TORCH_PYTHON's torch ($("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)'))"
+    return
+  fi
   local venv="$ROOT/.venv"
+  TORCH_PYTHON=$venv/bin/python
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
     log "LibTorch: torch $TORCH_VERSION already in .venv"
   else
@@ -74,8 +84,8 @@ install_libtorch() {
 
 configure_and_build() {
   local args=(-S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release)
-  if [ -x "$ROOT/.venv/bin/python" ]; then
-    args+=("-DCMAKE_PREFIX_PATH=$("$ROOT/.venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')")
+  if [ -n "${TORCH_PYTHON:-}" ] && [ -x "$(command -v "$TORCH_PYTHON")" ]; then
+    args+=("-DCMAKE_PREFIX_PATH=$("$TORCH_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')")
   fi
   # shellcheck disable=SC2206
   args+=(${MEGATRON_CMAKE_ARGS:-})
@@ -87,6 +97,7 @@ configure_and_build() {
   ninja -C "$BUILD_DIR" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"} "$@"
 }
 
+TORCH_PYTHON=""
 install_system_packages
 install_libtorch
 configure_and_build "$@"

@@ -58,6 +58,8 @@ PROLOG
     echo "JobCompType=jobcomp/none"
     echo "SlurmctldDebug=info"
     echo "SlurmdDebug=info"
+    # SPANK plugins (pyxis, for scripts/test_container.sh): SLURM_PLUGSTACK names their config.
+    [[ -n ${SLURM_PLUGSTACK:-} ]] && echo "PlugStackConfig=$SLURM_PLUGSTACK"
     local i=1 node
     for node in "${SLURM_NODES[@]}"; do
       echo "NodeName=$node NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + i)) CPUs=$CPUS_PER_NODE State=UNKNOWN"

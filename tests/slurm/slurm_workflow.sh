@@ -31,7 +31,16 @@ step() { echo "== $* ($(date +%T))"; }
 ok() { echo "   ok: $*"; }
 fail() {
   echo "FAIL: $*" >&2
-  for f in "$WORK"/*.out "$WORK"/data/*.out; do [[ -f $f ]] && { echo "---- $f ----" >&2; tail -n 40 "$f" >&2; }; done
+  local f
+  for f in "$WORK"/*.out "$WORK"/data/*.out; do
+    [[ -f $f ]] || continue
+    echo "---- $f: its start lines, errors and last lines ----" >&2
+    grep -nE '^\[20|error|Error|ERROR|signal|Killed|Bus|Segmentation|srun:|slurmstepd' "$f" | head -n 40 >&2
+    tail -n 15 "$f" >&2
+  done
+  for f in "$WORK"/cluster/log/*.log; do
+    [[ -f $f ]] && { echo "---- $f: errors ----" >&2; grep -iE 'error|fail' "$f" | tail -n 15 >&2; }
+  done
   exit 1
 }
 # losses FILE: "iteration loss" for each iteration line, the last one printed for each iteration.
@@ -108,6 +117,14 @@ wait_for_line "$WORK/requeued.out" "exiting program after receiving SIGTERM" 30
 waited=0
 until scontrol show job "$job" | grep -q "JobState=PENDING"; do
   (( waited++ < 300 )) || fail "job $job did not go back to PENDING"
+  sleep 0.1
+done
+# Slurm holds a requeued job back ~2 minutes so that the old run's job steps are gone before it
+# starts again on the same nodes (same job and step ids: PMIx and shared-memory names). The test
+# waits for exactly that instead, then starts it.
+waited=0
+while pgrep -f "slurmstepd: \[$job\." >/dev/null; do
+  (( waited++ < 300 )) || fail "job $job's old steps are still running after 30 s"
   sleep 0.1
 done
 scontrol update JobId="$job" StartTime=now

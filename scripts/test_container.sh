@@ -19,8 +19,10 @@ IMAGE=localhost/megatron-cpp:cpu
 t0=$SECONDS
 step() { echo "== [$((SECONDS - t0)) s] $*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+ENROOT_DROPIN=""
 cleanup() {
   [[ -n ${SLURM_DIR:-} ]] && slurm_stop
+  [[ -n $ENROOT_DROPIN ]] && rm -f "$ENROOT_DROPIN"
   if [[ ${KEEP_WORK:-0} == 1 ]]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -47,7 +49,7 @@ step "1. base image $BASE (mmdebstrap --variant=minbase bookworm, cached in $CAC
 mkdir -p "$CACHE" "$CACHE/ccache"
 if ! podman image exists "$BASE"; then
   [[ -s $CACHE/bookworm-minbase.tar ]] || {
-    mmdebstrap --variant=minbase --include=ca-certificates bookworm "$CACHE/bookworm-minbase.tar.tmp" &&
+    mmdebstrap --variant=minbase --format=tar --include=ca-certificates bookworm "$CACHE/bookworm-minbase.tar.tmp" &&
       mv "$CACHE/bookworm-minbase.tar.tmp" "$CACHE/bookworm-minbase.tar"
   }
   podman import --change 'CMD ["/bin/bash"]' "$CACHE/bookworm-minbase.tar" "$BASE" >/dev/null
@@ -56,8 +58,17 @@ podman image exists "$BASE" || fail "no base image"
 
 step "2. podman build -f docker/Dockerfile (CPU configuration on $BASE; ccache from $CACHE/ccache)"
 start=$SECONDS
+# This machine's pip settings travel into the build: a TLS proxy's CA bundle, a local wheel folder.
+pip_args=()
+if [[ -n ${PIP_CERT:-} && -f $PIP_CERT ]]; then
+  pip_args+=(-v "$PIP_CERT:/run/host-ca.crt:ro" --build-arg PIP_CERT=/run/host-ca.crt)
+fi
+if [[ -n ${PIP_FIND_LINKS:-} && -d $PIP_FIND_LINKS ]]; then
+  pip_args+=(-v "$PIP_FIND_LINKS:/run/host-wheels:ro" --build-arg PIP_FIND_LINKS=/run/host-wheels)
+fi
+[[ -n ${PIP_INDEX_URL:-} ]] && pip_args+=(--build-arg PIP_INDEX_URL="$PIP_INDEX_URL")
 podman build --pull=never -f "$ROOT/docker/Dockerfile" --build-arg BASE_IMAGE="$BASE" \
-  --build-arg TORCH_PYTHON= --build-arg APT_SKIP= -v "$CACHE/ccache:/root/.cache/ccache" \
+  --build-arg TORCH_PYTHON= --build-arg APT_SKIP= -v "$CACHE/ccache:/root/.cache/ccache" "${pip_args[@]}" \
   -t "$IMAGE" "$ROOT" >"$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; fail "the image did not build"; }
 grep -E '^\[setup\]' "$WORK/build.log" | tail -5
 echo "   built $IMAGE in $((SECONDS - start)) s: $(podman image inspect "$IMAGE" --format '{{.Size}}' | awk '{printf "%.1f GB", $1/1e9}')"
@@ -90,8 +101,17 @@ step "4. enroot import, then both sbatch scripts with IMAGE on a throw-away Slur
 start=$SECONDS
 ENGINE=podman "$ROOT/docker/enroot-import.sh" "$IMAGE" "$WORK/megatron-cpp.sqsh" >"$WORK/import.log" 2>&1 ||
   { cat "$WORK/import.log"; fail "enroot import failed"; }
-podman rm -f $(podman ps -aq --filter name='^enroot' 2>/dev/null) >/dev/null 2>&1 || true
 echo "   $(tail -1 "$WORK/import.log") in $((SECONDS - start)) s"
+# Two fake nodes on one host would unpack the image into the same enroot folder (pyxis names it
+# by job and step): for this run only, a drop-in gives each node its own (pyxis hands the task's
+# SLURMD_NODENAME to enroot, whose configuration values are shell-expanded).
+sysconf=$(enroot info 2>/dev/null | sed -nE 's/^Config file: (.*)\/enroot\.conf$/\1/p')
+sysconf=${sysconf:-/usr/local/etc/enroot}
+ENROOT_DROPIN=$sysconf/enroot.conf.d/40-megatron-fake-nodes.conf
+cat >"$ENROOT_DROPIN" <<'DROPIN'
+ENROOT_DATA_PATH /tmp/enroot/data/user-$(id -u)${SLURMD_NODENAME:+/$SLURMD_NODENAME}
+ENROOT_RUNTIME_PATH /tmp/enroot/run/user-$(id -u)${SLURMD_NODENAME:+/$SLURMD_NODENAME}
+DROPIN
 # shellcheck source=../tests/slurm/cluster.sh
 source "$ROOT/tests/slurm/cluster.sh"
 SLURM_PLUGSTACK=/etc/slurm/plugstack.conf slurm_start "$WORK/cluster" || fail "Slurm did not start"

@@ -105,7 +105,13 @@ for f in command.sh environment.txt git_revision.txt; do
   [[ -s $WORK/straight/runs/${job}_restart0/$f ]] || fail "the run record has no $f"
 done
 compgen -G "$WORK/straight/tensorboard/events.out.tfevents.*" >/dev/null || fail "no TensorBoard event file"
-ok "job $job: 30 iterations, a checkpoint, the run record and event files beside it"
+for r in 0 1 2 3; do
+  [[ -s $(printf '%s/straight/logs/%s_restart0_rank%05d.log' "$WORK" "$job" "$r") ]] || fail "no log file of rank $r"
+done
+grep -q "^------------------------ arguments ------------------------$" "$WORK/straight/logs/${job}_restart0_rank00000.log" ||
+  fail "rank 0's log has no argument dump"
+[[ $(losses "$WORK/straight/logs/${job}_restart0_rank00003.log" | wc -l) -eq 30 ]] || fail "the last rank's log lacks iteration lines"
+ok "job $job: 30 iterations, a checkpoint, the run record, one log per rank and event files beside it"
 
 step "3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun resumes"
 job=$(CHECKPOINT_PATH="$WORK/requeued" sbatch --parsable --nodes=2 --output="$WORK/requeued.out" \
@@ -131,6 +137,9 @@ scontrol update JobId="$job" StartTime=now
 slurm_wait "$job" 150 || fail "the requeued job did not finish"
 [[ $(slurm_state "$job") == COMPLETED ]] || fail "the requeued job ended $(slurm_state "$job")"
 grep -q "megatron-gpt job $job (restart 1)" "$WORK/requeued.out" || fail "no restart-1 header in the appended output"
+grep -q "exiting program after receiving SIGTERM" "$WORK/requeued/logs/${job}_restart0_rank00000.log" ||
+  fail "rank 0's log of the first run lacks its last line"
+[[ -s $WORK/requeued/logs/${job}_restart1_rank00003.log ]] || fail "no per-rank log of the rerun"
 stopped=$(sed -nE 's/.*saving checkpoint at iteration +([0-9]+) .*/\1/p' "$WORK/requeued.out" | head -1)
 (( stopped >= 5 && stopped < 30 )) || fail "the first run saved at iteration '$stopped'"
 grep -q "loading checkpoint from $WORK/requeued at iteration $stopped" "$WORK/requeued.out" ||

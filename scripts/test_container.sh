@@ -104,13 +104,14 @@ ENGINE=podman "$ROOT/docker/enroot-import.sh" "$IMAGE" "$WORK/megatron-cpp.sqsh"
 echo "   $(tail -1 "$WORK/import.log") in $((SECONDS - start)) s"
 # Two fake nodes on one host would unpack the image into the same enroot folder (pyxis names it
 # by job and step): for this run only, a drop-in gives each node its own (pyxis hands the task's
-# SLURMD_NODENAME to enroot, whose configuration values are shell-expanded).
+# SLURMD_NODENAME to enroot, whose configuration values are shell-expanded), under this run's
+# work folder so that nothing of it outlives the test.
 sysconf=$(enroot info 2>/dev/null | sed -nE 's/^Config file: (.*)\/enroot\.conf$/\1/p')
 sysconf=${sysconf:-/usr/local/etc/enroot}
 ENROOT_DROPIN=$sysconf/enroot.conf.d/40-megatron-fake-nodes.conf
-cat >"$ENROOT_DROPIN" <<'DROPIN'
-ENROOT_DATA_PATH /tmp/enroot/data/user-$(id -u)${SLURMD_NODENAME:+/$SLURMD_NODENAME}
-ENROOT_RUNTIME_PATH /tmp/enroot/run/user-$(id -u)${SLURMD_NODENAME:+/$SLURMD_NODENAME}
+cat >"$ENROOT_DROPIN" <<DROPIN
+ENROOT_DATA_PATH $WORK/enroot/data\${SLURMD_NODENAME:+/\$SLURMD_NODENAME}
+ENROOT_RUNTIME_PATH $WORK/enroot/run\${SLURMD_NODENAME:+/\$SLURMD_NODENAME}
 DROPIN
 # shellcheck source=../tests/slurm/cluster.sh
 source "$ROOT/tests/slurm/cluster.sh"

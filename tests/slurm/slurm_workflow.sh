@@ -106,7 +106,8 @@ for f in command.sh environment.txt git_revision.txt; do
 done
 compgen -G "$WORK/straight/tensorboard/events.out.tfevents.*" >/dev/null || fail "no TensorBoard event file"
 for r in 0 1 2 3; do
-  [[ -s $(printf '%s/straight/logs/%s_restart0_rank%05d.log' "$WORK" "$job" "$r") ]] || fail "no log file of rank $r"
+  # Ranks 1 and 2 print nothing when all goes well (Megatron's print_rank_0 / print_rank_last).
+  [[ -f $(printf '%s/straight/logs/%s_restart0_rank%05d.log' "$WORK" "$job" "$r") ]] || fail "no log file of rank $r"
 done
 grep -q "^------------------------ arguments ------------------------$" "$WORK/straight/logs/${job}_restart0_rank00000.log" ||
   fail "rank 0's log has no argument dump"

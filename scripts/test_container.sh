@@ -89,8 +89,9 @@ echo "   preprocess_data: .bin/.idx byte-equal to Megatron's"
   --eval-iters 0 --tokenizer-type GPT2BPETokenizer --vocab-file /opt/megatron-cpp/tokenizers/gpt2/gpt2-vocab.json \
   --merge-file /opt/megatron-cpp/tokenizers/gpt2/gpt2-merges.txt --data-cache-path "$WORK/cache" \
   --save "$WORK/ckpt" --save-interval 4 >"$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fail "megatron_train failed inside the image"; }
-grep -q "iteration        4/       4" "$WORK/train.log" && [[ $(cat "$WORK/ckpt/latest_checkpointed_iteration.txt") == 4 ]] ||
+if ! grep -q "iteration        4/       4" "$WORK/train.log" || [[ $(cat "$WORK/ckpt/latest_checkpointed_iteration.txt") != 4 ]]; then
   fail "no iteration 4 or no checkpoint from the image's megatron_train"
+fi
 echo "   megatron_train: 4 iterations, checkpoint saved to the mounted folder"
 
 if ! command -v enroot >/dev/null || ! compgen -G "/usr/local/lib/slurm/spank_pyxis.so" >/dev/null; then

@@ -2,17 +2,8 @@
 # or set by Slurm.
 # shellcheck shell=bash
 
-# The script's own path. In a batch job $0 is slurmd's copy, so ask slurmctld which file was
-# submitted (Command=); outside Slurm it is $0.
-megatron_script_path() {
-  local cmd=""
-  if [[ -n ${SLURM_JOB_ID:-} ]]; then
-    cmd=$(scontrol show job -o "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" 2>/dev/null | sed -nE 's/.* Command=([^ ]+).*/\1/p' | head -1)
-  fi
-  if [[ -n $cmd && -f $cmd ]]; then echo "$cmd"; else realpath "$0"; fi
-}
-
-# settings NAME...: one "NAME=value" line per variable, the first thing a job prints.
+# print_settings TITLE NAME...: the title, then one "NAME value" line per variable: the first
+# thing a job prints.
 print_settings() {
   local name
   echo "[$(date '+%F %T')] $1"

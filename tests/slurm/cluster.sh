@@ -14,7 +14,7 @@ CPUS_PER_NODE=${CPUS_PER_NODE:-8}
 # slurm_start DIR: writes DIR/etc/slurm.conf, starts the daemons, waits until both nodes are idle.
 slurm_start() {
   SLURM_DIR=$1
-  local host port base etc
+  local host base etc
   host=$(hostname)
   rm -rf "$SLURM_DIR"
   etc=$SLURM_DIR/etc

@@ -35,6 +35,10 @@ PROLOG
     echo "SlurmdUser=$(id -un)"
     echo "AuthType=auth/none"
     echo "CredType=cred/none"
+    # A job step credential's lifetime, which is also how long a requeued job waits before it may
+    # start again (slurmd refuses the same job id until then: "Job credential revoked"); the
+    # default 120 s, shortened for the tests.
+    echo "AuthInfo=cred_expire=10"
     echo "StateSaveLocation=$SLURM_DIR/state"
     echo "SlurmdSpoolDir=$SLURM_DIR/spool/%n"
     echo "SlurmctldPidFile=$SLURM_DIR/slurmctld.pid"

@@ -24,7 +24,7 @@ TENSORBOARD_VERSION="2.21.0"
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
-  libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin
+  libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin faketime
   libprotobuf-dev protobuf-compiler libisal-dev
   slurmctld slurmd slurm-client libpmix-dev
 )

@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -632,9 +633,12 @@ std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
     const double minutes = std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0;
     if (any_rank(minutes > static_cast<double>(*limit))) {
       save_here();
-      std::ostringstream what;
-      what << "exiting program after " << minutes << " minutes";
-      print_datetime(what.str());
+      // Megatron formats the float with Python's str(): the shortest text that reads back exactly,
+      // whole numbers as "2.0" (minutes > limit >= 1 here, where both notations agree).
+      char repr[32];
+      std::string text(repr, std::to_chars(repr, repr + sizeof(repr), minutes).ptr);
+      if (text.find_first_of(".e") == std::string::npos) text += ".0";
+      print_datetime("exiting program after " + text + " minutes");
       return "exit-duration";
     }
   }

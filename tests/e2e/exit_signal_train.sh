@@ -3,6 +3,7 @@
 # (what Slurm sends on scancel, requeue and the time limit) lets it finish the iteration, save,
 # print Megatron's exit line and exit 0; the rerun resumes there and ends with the uninterrupted
 # run's losses. Without the handler SIGTERM still kills it, leaving no temporary behind.
+# --exit-duration-in-mins stops the same way, under libfaketime's fast clock.
 # Called with lib.sh's six arguments (megatron_train's path last).
 set -uo pipefail
 # shellcheck source=lib.sh
@@ -71,3 +72,19 @@ start_and_signal TERM "$WORK/plain.txt" --save "$WORK/ckpt_plain" --save-interva
 [[ $RC -eq 143 ]] || fail "exit code $RC, expected 143 (killed by SIGTERM)"
 compgen -G "$WORK/ckpt_plain/*.tmp.*" >/dev/null && fail "a temporary was left in ckpt_plain/"
 ok "killed by the signal (143), no temporary left"
+
+# --exit-duration-in-mins takes whole minutes (an int in Megatron, 0 = off), so the clock runs
+# 120 times fast under libfaketime: one training minute is half a second.
+step "--exit-duration-in-mins 1: saves and exits 0 once a minute has passed"
+command -v faketime >/dev/null || fail "faketime is not installed (scripts/setup.sh installs it)"
+RC=0
+faketime -f "+0 x120" "${RUN[@]}" --exit-duration-in-mins 1 --save "$WORK/ckpt_time" --save-interval 1000 \
+  >"$WORK/time.txt" 2>&1 || RC=$?
+[[ $RC -eq 0 ]] || { show "$WORK/time.txt" log; fail "exit code $RC, expected 0"; }
+grep -qE '^\[exiting program after 1\.[0-9]+ minutes\] datetime: [0-9-]+ [0-9:.]+ $' "$WORK/time.txt" ||
+  { show "$WORK/time.txt" log; fail "no Megatron exit line for the duration"; }
+stopped=$(cat "$WORK/ckpt_time/latest_checkpointed_iteration.txt")
+last=$(losses "$WORK/time.txt" | tail -1 | cut -d' ' -f1)
+[[ $stopped == "$last" && $stopped -ge 1 && $stopped -lt 400 ]] ||
+  fail "the checkpoint is of iteration $stopped, the last logged iteration is $last"
+ok "stopped after a (fast) minute and saved at iteration $stopped"

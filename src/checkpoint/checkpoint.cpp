@@ -10,6 +10,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "save_phases.h"
 
 namespace megatron::checkpoint {
 namespace {
@@ -29,14 +30,17 @@ void write_text_atomically(const std::string& path, const std::string& text) {
 
 nlohmann::json digest_json(const FileDigest& d) { return {{"size", d.size}, {"crc32", d.crc32}}; }
 
-void verify(const std::string& path, const nlohmann::json& expected) {
-  MEGATRON_CHECK(fs::exists(path), "checkpoint file ", path, " is missing: the checkpoint is partial");
-  const FileDigest d = digest_file(path);
+void check_digest(const std::string& path, const FileDigest& d, const nlohmann::json& expected) {
   const auto size = expected.at("size").get<std::uint64_t>();
   MEGATRON_CHECK(d.size == size, "checkpoint file ", path, " has ", d.size, " bytes, ", size,
                  " were written: the checkpoint is truncated or corrupt");
   MEGATRON_CHECK(d.crc32 == expected.at("crc32").get<std::uint32_t>(), "checkpoint file ", path,
                  " fails its CRC-32 check: the checkpoint is corrupt");
+}
+
+void verify(const std::string& path, const nlohmann::json& expected) {
+  MEGATRON_CHECK(fs::exists(path), "checkpoint file ", path, " is missing: the checkpoint is partial");
+  check_digest(path, digest_file(path), expected);
 }
 
 }  // namespace
@@ -67,14 +71,19 @@ std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& min
 
 }  // namespace
 
-void save_checkpoint(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
-                     const parallel::ParallelContext& pc) {
+namespace detail {
+
+SaveInProgress begin_save(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
+                          const parallel::ParallelContext& pc) {
   parallel::Communicator& comm = *pc.comm;
   const parallel::ProcessGroup& world = *pc.world;
   const bool leader = world.rank() == 0;
-  const std::string final_dir = iteration_folder(root, state.iteration);
+  SaveInProgress save;
+  save.root = root;
+  save.iteration = state.iteration;
+  save.writer = writer;
+  save.final_dir = iteration_folder(root, state.iteration);
   // Rank 0 names and creates the temporary folder; the others learn its pid.
-  std::unique_ptr<TemporaryFolder> temp;
   std::string error;
   at::Tensor pid = at::tensor({static_cast<std::int64_t>(::getpid()), std::int64_t{0}}, at::kLong);
   if (leader) {
@@ -82,10 +91,10 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
       std::error_code ec;
       fs::create_directories(root, ec);
       MEGATRON_CHECK(!ec, "--save ", root, ": cannot create the folder (", ec.message(), ")");
-      const std::string path = final_dir + ".tmp." + std::to_string(::getpid());
+      const std::string path = save.final_dir + ".tmp." + std::to_string(::getpid());
       fs::remove_all(path, ec);
       // Removed on an error here and by the signal handler on SIGINT/SIGTERM/SIGHUP.
-      temp = std::make_unique<TemporaryFolder>(path);
+      save.temp = std::make_unique<TemporaryFolder>(path);
     } catch (const Error& e) {
       error = e.what();
       pid[1] = 1;
@@ -95,34 +104,59 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
   MEGATRON_CHECK(pid[1].item<std::int64_t>() == 0 || leader, "checkpoint save at iteration ", state.iteration,
                  " failed on rank 0 (its message is above); the previous checkpoint stays");
   if (!error.empty()) MEGATRON_FAIL(error);
-  const std::string temp_dir = final_dir + ".tmp." + std::to_string(pid[0].item<std::int64_t>());
-  const fs::path dir = fs::path(temp_dir) / writer.shard;
+  save.temp_dir = save.final_dir + ".tmp." + std::to_string(pid[0].item<std::int64_t>());
+  save.writes_optimizer = !state.optimizer.empty() && (writer.distributed_optimizer || writer.model);
+  save.meta = {{"format", "megatron-cpp"},
+               {"format_version", kFormatVersion},
+               {"iteration", state.iteration},
+               {"consumed_train_samples", state.consumed_train_samples},
+               {"consumed_valid_samples", state.consumed_valid_samples},
+               {"scheduler_num_steps", state.scheduler_num_steps},
+               {"optimizer_steps", state.optimizer_steps},
+               {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+               {"data_parallel_size", writer.dp_size},
+               {"distributed_optimizer", writer.distributed_optimizer},
+               {"config", state.config},
+               {"grad_scaler", state.grad_scaler}};
+  return save;
+}
 
-  // Each rank writes its files.
-  const bool writes_optimizer = !state.optimizer.empty() && (writer.distributed_optimizer || writer.model);
-  nlohmann::json files;
-  FileDigest optimizer_digest;
+void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
+  const fs::path dir = fs::path(save.temp_dir) / save.writer.shard;
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);
     MEGATRON_CHECK(!ec, "cannot create ", dir.string(), " (", ec.message(), ")");
-    if (writer.model) {
-      files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
-      if (!state.rng.empty()) files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
+    if (save.writer.model) {
+      save.files[kModelFile] = digest_json(write_safetensors((dir / kModelFile).string(), state.model));
+      if (!state.rng.empty()) {
+        save.files[kRngFile] = digest_json(write_safetensors((dir / kRngFile).string(), state.rng));
+      }
     }
-    if (writes_optimizer) {
-      optimizer_digest = write_safetensors((dir / optimizer_file_name(writer)).string(), state.optimizer);
+    if (save.writes_optimizer) {
+      save.optimizer_digest = write_safetensors((dir / optimizer_file_name(save.writer)).string(), state.optimizer);
     }
   } catch (const Error& e) {
-    error = e.what();
+    save.error = e.what();
   } catch (const std::exception& e) {
-    error = str_cat("cannot write checkpoint files into ", dir.string(), ": ", e.what());
+    save.error = str_cat("cannot write checkpoint files into ", dir.string(), ": ", e.what());
   }
+}
+
+void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
+  parallel::Communicator& comm = *pc.comm;
+  const parallel::ProcessGroup& world = *pc.world;
+  const bool leader = world.rank() == 0;
+  const ShardWriter& writer = save.writer;
+  const fs::path dir = fs::path(save.temp_dir) / writer.shard;
+  std::string error = save.error;
+  nlohmann::json files = save.files;
 
   // The model writer of each shard collects the optimizer files' digests of its DP group.
-  const auto digests = all_gather_values(
-      {writes_optimizer ? 1 : 0, static_cast<std::int64_t>(optimizer_digest.size), optimizer_digest.crc32},
-      *pc.dp, comm);
+  const auto digests = all_gather_values({save.writes_optimizer ? 1 : 0,
+                                          static_cast<std::int64_t>(save.optimizer_digest.size),
+                                          save.optimizer_digest.crc32},
+                                         *pc.dp, comm);
   if (writer.model && error.empty()) {
     try {
       for (int r = 0; r < pc.dp->size(); ++r) {
@@ -134,26 +168,14 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
         std::error_code ec;
         const auto size = fs::file_size(dir / name, ec);
         MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
-                       state.iteration, ": ", writer.shard, "/", name, ", written by rank ",
+                       save.iteration, ": ", writer.shard, "/", name, ", written by rank ",
                        pc.dp->ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
                        " as rank ", world.ranks()[static_cast<std::size_t>(world.rank())],
                        " sees it; --save must be a folder every rank sees (a shared file system)");
         files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
       }
-      const nlohmann::json meta = {
-          {"format", "megatron-cpp"},
-          {"format_version", kFormatVersion},
-          {"iteration", state.iteration},
-          {"consumed_train_samples", state.consumed_train_samples},
-          {"consumed_valid_samples", state.consumed_valid_samples},
-          {"scheduler_num_steps", state.scheduler_num_steps},
-          {"optimizer_steps", state.optimizer_steps},
-          {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-          {"data_parallel_size", writer.dp_size},
-          {"distributed_optimizer", writer.distributed_optimizer},
-          {"config", state.config},
-          {"grad_scaler", state.grad_scaler},
-          {"files", files}};
+      nlohmann::json meta = save.meta;
+      meta["files"] = files;
       write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
     } catch (const Error& e) {
       error = e.what();
@@ -167,9 +189,9 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
     if (failed[r] != 0) failed_ranks += (failed_ranks.empty() ? "" : ", ") + std::to_string(world.ranks()[r]);
   }
   if (!failed_ranks.empty()) {
-    // The leader's TemporaryFolder removes the partial folder as it unwinds.
+    save.temp.reset();  // rank 0 removes the partial folder
     if (!error.empty()) MEGATRON_FAIL(error);
-    MEGATRON_FAIL("checkpoint save at iteration ", state.iteration, " failed on rank(s) ", failed_ranks,
+    MEGATRON_FAIL("checkpoint save at iteration ", save.iteration, " failed on rank(s) ", failed_ranks,
                   " (their messages are above); the previous checkpoint stays");
   }
   if (leader) {
@@ -179,28 +201,37 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
       for (int p = 0; p < ps.pp(); ++p) {
         for (int t = 0; t < ps.tp(); ++t) {
           const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, p, ps.pp());
-          MEGATRON_CHECK(fs::exists(fs::path(temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
-                         state.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
-                         temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared file "
-                         "system)");
+          MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
+                         save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
+                         save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "
+                         "file system)");
         }
       }
       // The folder appears complete or not at all; a re-save of the same iteration replaces it.
-      if (fs::exists(final_dir)) fs::remove_all(final_dir);
-      fs::rename(temp_dir, final_dir);
-      temp->release();
-      fsync_parent_folder(final_dir);
+      if (fs::exists(save.final_dir)) fs::remove_all(save.final_dir);
+      fs::rename(save.temp_dir, save.final_dir);
+      save.temp->release();
+      fsync_parent_folder(save.final_dir);
       // The tracker moves last.
-      write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(state.iteration));
+      write_text_atomically((fs::path(save.root) / kTrackerFile).string(), std::to_string(save.iteration));
     } catch (const std::exception& e) {
-      error = str_cat("cannot commit checkpoint ", final_dir, ": ", e.what());
+      error = str_cat("cannot commit checkpoint ", save.final_dir, ": ", e.what());
     }
   }
   at::Tensor committed = at::tensor({error.empty() ? std::int64_t{1} : std::int64_t{0}}, at::kLong);
   comm.broadcast(committed, 0, world).wait();
   if (!error.empty()) MEGATRON_FAIL(error);
-  MEGATRON_CHECK(committed.item<std::int64_t>() == 1, "checkpoint save at iteration ", state.iteration,
+  MEGATRON_CHECK(committed.item<std::int64_t>() == 1, "checkpoint save at iteration ", save.iteration,
                  " could not be committed by rank 0 (its message is above)");
+}
+
+}  // namespace detail
+
+void save_checkpoint(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
+                     const parallel::ParallelContext& pc) {
+  detail::SaveInProgress save = detail::begin_save(root, state, writer, pc);
+  detail::write_files(save, state);
+  detail::commit_save(save, pc);
 }
 
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard) {
@@ -321,23 +352,23 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
   MEGATRON_CHECK(state.iteration == iteration, meta_path, " records iteration ", state.iteration, ", the folder ",
                  iteration);
   const auto& files = meta.at("files");
+  // One pass per file: the tensors and the file's checksum together. A filtered read that keeps
+  // none of a file's tensors reads only its header (the ranks that need them check the file), so
+  // each rank of the distributed optimizer reads about its own share of the state.
   auto read = [&](const char* name, const TensorFilter& keep = {}) {
     const std::string path = (dir / name).string();
-    if (!keep) {
-      verify(path, files.at(name));
-      return read_safetensors(path).tensors;
-    }
-    // Filtered: a file none of whose tensors this rank needs is not read (nor checksummed: the
-    // ranks that need it do that), so each rank reads about its own share of the state.
-    NamedTensors tensors;
+    const nlohmann::json& expected = files.at(name);
+    MEGATRON_CHECK(fs::exists(path), "checkpoint file ", path, " is missing: the checkpoint is partial");
+    FileDigest digest;
+    SafetensorsFile file;
     try {
-      tensors = read_safetensors(path, keep).tensors;
+      file = read_safetensors(path, keep, &digest);
     } catch (const Error&) {
-      verify(path, files.at(name));  // a damaged file: say so by its checksum when that fails
+      verify(path, expected);  // a damaged file: say so by its checksum when that fails
       throw;
     }
-    if (!tensors.empty()) verify(path, files.at(name));
-    return tensors;
+    if (digest.size > 0) check_digest(path, digest, expected);
+    return std::move(file.tensors);
   };
   MEGATRON_CHECK(files.contains(kModelFile), meta_path, ": no model file recorded");
   state.model = read(kModelFile);

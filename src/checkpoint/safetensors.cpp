@@ -1,11 +1,20 @@
 // safetensors reader and writer (see safetensors.h).
 #include "megatron/checkpoint/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+#if MEGATRON_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
@@ -36,7 +45,60 @@ at::ScalarType dtype_from(const std::string& name, const std::string& path) {
   MEGATRON_FAIL(path, ": unsupported safetensors dtype ", name);
 }
 
+// A file whose header is read with pread, before deciding whether to map the rest.
+class HeaderReader {
+ public:
+  explicit HeaderReader(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot open");
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail("cannot stat");
+    size_ = static_cast<std::uint64_t>(st.st_size);
+  }
+  ~HeaderReader() { ::close(fd_); }
+  HeaderReader(const HeaderReader&) = delete;
+  HeaderReader& operator=(const HeaderReader&) = delete;
+  std::uint64_t size() const { return size_; }
+  // Reads [offset, offset + bytes) into `out` (the caller checked the range against size()).
+  void read(void* out, std::uint64_t bytes, std::uint64_t offset) const {
+    auto* p = static_cast<char*>(out);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd_, p, static_cast<std::size_t>(std::min<std::uint64_t>(bytes, 1u << 30)),
+                                static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail("cannot read");
+      MEGATRON_CHECK(n > 0, path_, ": the file shrank while being read");
+      p += n;
+      bytes -= static_cast<std::uint64_t>(n);
+      offset += static_cast<std::uint64_t>(n);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    throw Error(str_cat(path_, ": ", what, " (", std::error_code(errno, std::generic_category()).message(), ")"));
+  }
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
 }  // namespace
+
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes) {
+#if MEGATRON_HAVE_ISAL
+  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(data), bytes);
+#else
+  const auto* p = static_cast<const Bytef*>(data);
+  while (bytes > 0) {  // zlib's crc32 takes a uInt length
+    const uInt chunk = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
+    crc = static_cast<std::uint32_t>(crc32(crc, p, chunk));
+    p += chunk;
+    bytes -= chunk;
+  }
+  return crc;
+#endif
+}
 
 FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors,
                              const std::map<std::string, std::string>& metadata) {
@@ -56,17 +118,11 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
   const std::uint64_t header_size = text.size();
 
-  AtomicFile file(path);
-  std::uint32_t crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  AtomicFile file(path, AtomicFile::Mode::kStreaming);
+  std::uint32_t crc = 0;
   auto put = [&](const void* data, std::size_t n) {
+    crc = crc32_update(crc, data, n);
     file.write(data, n);
-    const auto* p = static_cast<const Bytef*>(data);
-    while (n > 0) {  // zlib's crc32 takes a uInt length
-      const uInt chunk = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
-      crc = static_cast<std::uint32_t>(crc32(crc, p, chunk));
-      p += chunk;
-      n -= chunk;
-    }
   };
   put(&header_size, 8);
   put(text.data(), text.size());
@@ -76,17 +132,18 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   return {size, crc};
 }
 
-SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& keep) {
-  const MappedFile file(path);
+SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& keep, FileDigest* digest) {
+  const HeaderReader file(path);
   MEGATRON_CHECK(file.size() >= 8, path, ": truncated (", file.size(), " bytes; not a safetensors file)");
   std::uint64_t header_size = 0;
-  std::memcpy(&header_size, file.data(), 8);
+  file.read(&header_size, 8, 0);
   MEGATRON_CHECK(header_size <= file.size() - 8, path, ": truncated or not a safetensors file (header of ",
                  header_size, " bytes in a ", file.size(), "-byte file)");
+  std::string header_text(static_cast<std::size_t>(header_size), '\0');
+  file.read(header_text.data(), header_size, 8);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(reinterpret_cast<const char*>(file.data()) + 8,
-                                   reinterpret_cast<const char*>(file.data()) + 8 + header_size);
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
     MEGATRON_FAIL(path, ": the safetensors header is not valid JSON (", e.what(), ")");
   }
@@ -94,8 +151,14 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& ke
   const std::uint64_t data_start = 8 + header_size;
   const std::uint64_t data_size = file.size() - data_start;
   SafetensorsFile out;
-  std::vector<std::pair<std::uint64_t, std::size_t>> order;  // by offset, to keep file order
-  std::vector<std::pair<std::string, at::Tensor>> unordered;
+  struct Entry {
+    std::uint64_t begin;
+    std::string name;
+    std::vector<std::int64_t> shape;
+    at::ScalarType type;
+    bool keep;
+  };
+  std::vector<Entry> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       for (const auto& [k, v] : entry.items()) out.metadata[k] = v.get<std::string>();
@@ -117,32 +180,34 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& ke
       const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * c10::elementSize(type);
       MEGATRON_CHECK(nbytes == offsets[1] - offsets[0], path, ": tensor ", name, " has ", offsets[1] - offsets[0],
                      " bytes, its shape and dtype need ", nbytes);
-      if (keep && !keep(name, numel)) continue;
-      at::Tensor t = at::empty(shape, type);
-      std::memcpy(t.data_ptr(), file.data() + data_start + offsets[0], t.nbytes());
-      order.emplace_back(offsets[0], unordered.size());
-      unordered.emplace_back(name, std::move(t));
+      entries.push_back(Entry{offsets[0], name, shape, type, !keep || keep(name, numel)});
     } catch (const nlohmann::json::exception& e) {
       MEGATRON_FAIL(path, ": malformed entry for tensor ", name, " (", e.what(), ")");
     }
   }
-  std::sort(order.begin(), order.end());
-  for (const auto& [offset, index] : order) out.tensors.push_back(std::move(unordered[index]));
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  const bool any = std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.keep; });
+  if (!any && !(digest != nullptr && !keep)) return out;  // nothing wanted: the header was enough
+  // The whole file in one populated private mapping (read at the disk's speed, no fresh anonymous
+  // memory to fault in); the tensors are views of it and keep it alive.
+  const auto mapping = std::make_shared<MappedFile>(path, MappedFile::Mode::kPrivatePopulated);
+  MEGATRON_CHECK(mapping->size() == file.size(), path, ": the file changed size while being read");
+  if (digest != nullptr) *digest = {mapping->size(), crc32_update(0, mapping->data(), mapping->size())};
+  for (Entry& e : entries) {
+    if (!e.keep) continue;
+    std::uint8_t* data = mapping->mutable_data() + data_start + e.begin;
+    at::Tensor t = at::from_blob(
+        data, e.shape, [mapping](void*) {}, at::TensorOptions().dtype(e.type));
+    // A tensor after one with an odd byte count can start unaligned for its type: copy that one.
+    if (reinterpret_cast<std::uintptr_t>(data) % c10::elementSize(e.type) != 0) t = t.clone();
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
+  }
   return out;
 }
 
 FileDigest digest_file(const std::string& path) {
   const MappedFile file(path);
-  std::uint32_t crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
-  const std::uint8_t* p = file.data();
-  std::uint64_t n = file.size();
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<std::uint64_t>(n, 1u << 30));
-    crc = static_cast<std::uint32_t>(crc32(crc, p, chunk));
-    p += chunk;
-    n -= chunk;
-  }
-  return {file.size(), crc};
+  return {file.size(), crc32_update(0, file.data(), static_cast<std::size_t>(file.size()))};
 }
 
 }  // namespace megatron::checkpoint

@@ -7,13 +7,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <sstream>
 
 #include "megatron/core/check.h"
@@ -22,6 +25,29 @@ namespace megatron {
 namespace {
 
 constexpr std::size_t kWriteBuffer = 4 << 20;
+// kStreaming: two buffers of this size; the alignment O_DIRECT needs of memory, offsets and
+// lengths on every Linux file system with sectors up to 4 KiB.
+constexpr std::size_t kStreamBuffer = 16 << 20;
+constexpr std::size_t kDirectAlign = 4096;
+
+// pwrite of all `bytes` at `offset`. With O_DIRECT on: a file system that refuses it for this
+// file (EINVAL) gets the same bytes through the page cache instead.
+void pwrite_all(int fd, const char* data, std::size_t bytes, std::uint64_t offset, const std::string& path) {
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, data, bytes, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (errno == EINVAL && flags >= 0 && (flags & O_DIRECT) != 0 && ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
+        continue;
+      }
+      throw_system_error(str_cat("cannot write ", path));
+    }
+    data += n;
+    bytes -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
 
 // Paths the signal handler must remove. Fixed storage: the handler may only touch
 // async-signal-safe state (atomics and plain char arrays). A slot's state goes kFree -> kClaimed
@@ -123,18 +149,38 @@ void release_signal_cleanup(int slot) {
 
 }  // namespace detail
 
-AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
+void AtomicFile::AlignedFree::operator()(char* p) const { std::free(p); }
+
+AtomicFile::AtomicFile(std::string final_path, Mode mode)
+    : final_path_(std::move(final_path)), streaming_(mode == Mode::kStreaming) {
   temp_path_ = str_cat(final_path_, ".tmp.", ::getpid(), ".", g_temp_counter.fetch_add(1));
   cleanup_slot_ = detail::register_signal_cleanup(temp_path_, false);
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+  fd_ = streaming_ ? ::open(temp_path_.c_str(), flags | O_DIRECT, 0644) : -1;
+  if (fd_ < 0 && streaming_ && errno == EINVAL) ::unlink(temp_path_.c_str());  // no O_DIRECT here
+  if (fd_ < 0) fd_ = ::open(temp_path_.c_str(), flags, 0644);
   if (fd_ < 0) {
     detail::release_signal_cleanup(cleanup_slot_);
     throw_system_error(str_cat("cannot create ", temp_path_, " (temporary for ", final_path_, ")"));
   }
-  buffer_.resize(kWriteBuffer);
+  if (!streaming_) {
+    buffer_.resize(kWriteBuffer);
+    return;
+  }
+  for (auto& b : stream_buffers_) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, kDirectAlign, kStreamBuffer) != 0) {
+      ::close(fd_);
+      ::unlink(temp_path_.c_str());
+      detail::release_signal_cleanup(cleanup_slot_);
+      throw std::bad_alloc();
+    }
+    b.reset(static_cast<char*>(p));
+  }
 }
 
 AtomicFile::~AtomicFile() {
+  if (stream_inflight_.valid()) stream_inflight_.wait();  // the writer thread uses a buffer
   if (fd_ >= 0) ::close(fd_);
   if (!published_) ::unlink(temp_path_.c_str());
   detail::release_signal_cleanup(cleanup_slot_);
@@ -157,10 +203,47 @@ void AtomicFile::flush_buffer() {
   buffered_ = 0;
 }
 
+void AtomicFile::submit_stream_buffer(std::size_t bytes) {
+  if (stream_inflight_.valid()) stream_inflight_.get();  // rethrows the writer's error
+  const char* data = stream_buffers_[stream_current_].get();
+  const std::uint64_t offset = stream_offset_;
+  stream_inflight_ = std::async(std::launch::async, [fd = fd_, data, bytes, offset, path = temp_path_] {
+    pwrite_all(fd, data, bytes, offset, path);
+  });
+  stream_offset_ += bytes;
+  stream_current_ ^= 1;
+  buffered_ = 0;
+}
+
+void AtomicFile::finish_stream() {
+  if (stream_inflight_.valid()) stream_inflight_.get();
+  if (buffered_ == 0) return;
+  // O_DIRECT writes whole aligned blocks: pad the tail with zeros and cut the file back after.
+  const std::size_t padded = (buffered_ + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  char* tail = stream_buffers_[stream_current_].get();
+  std::memset(tail + buffered_, 0, padded - buffered_);
+  pwrite_all(fd_, tail, padded, stream_offset_, temp_path_);
+  if (padded != buffered_ && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    throw_system_error(str_cat("cannot truncate ", temp_path_));
+  }
+  buffered_ = 0;
+}
+
 void AtomicFile::write(const void* data, std::size_t bytes) {
   MEGATRON_ASSERT(fd_ >= 0, "write after sync on ", temp_path_);
   const char* src = static_cast<const char*>(data);
   size_ += bytes;
+  if (streaming_) {
+    while (bytes > 0) {
+      const std::size_t n = std::min(bytes, kStreamBuffer - buffered_);
+      std::memcpy(stream_buffers_[stream_current_].get() + buffered_, src, n);
+      buffered_ += n;
+      src += n;
+      bytes -= n;
+      if (buffered_ == kStreamBuffer) submit_stream_buffer(kStreamBuffer);
+    }
+    return;
+  }
   if (buffered_ + bytes > buffer_.size()) {
     flush_buffer();
     if (bytes >= buffer_.size()) {  // large writes bypass the buffer
@@ -174,7 +257,12 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 
 void AtomicFile::sync() {
   if (fd_ < 0) return;
-  flush_buffer();
+  if (streaming_) {
+    finish_stream();
+    for (auto& b : stream_buffers_) b.reset();
+  } else {
+    flush_buffer();
+  }
   if (::fsync(fd_) != 0) throw_system_error(str_cat("cannot fsync ", temp_path_));
   if (::close(fd_) != 0) throw_system_error(str_cat("cannot close ", temp_path_));
   fd_ = -1;
@@ -228,7 +316,7 @@ void install_temp_file_cleanup() {
   }
 }
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+MappedFile::MappedFile(const std::string& path, Mode mode) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_system_error(str_cat("cannot open ", path));
   struct stat st {};
@@ -238,7 +326,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = static_cast<std::uint64_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    // kPrivatePopulated maps read-only first: populating a writable private mapping would copy
+    // every page (breaking copy-on-write up front); made writable after, pages copy when written.
+    void* p = mode == Mode::kShared ? ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0)
+                                    : ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED && mode == Mode::kPrivatePopulated && ::mprotect(p, size_, PROT_READ | PROT_WRITE) != 0) {
+      ::munmap(p, size_);
+      p = MAP_FAILED;
+    }
     if (p == MAP_FAILED) {
       ::close(fd);
       throw_system_error(str_cat("cannot mmap ", path));

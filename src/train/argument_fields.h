@@ -160,6 +160,9 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"no_load_optim", "--no-load-optim", K::kStoreTrue, "Do not load the optimizer state.", DumpStyle::kNoneWhenFalse}, c.no_load_optim);
   f(FieldSpec{"no_load_rng", "--no-load-rng", K::kStoreTrue, "Do not load the RNG state.", DumpStyle::kNoneWhenFalse}, c.no_load_rng);
   f(FieldSpec{"finetune", "--finetune", K::kStoreTrue, "Load weights only; start at iteration 0."}, c.finetune);
+  f(FieldSpec{"async_save", "--async-save", K::kStoreTrue, "Write checkpoints from a host snapshot while training goes on; the tracker moves once every rank's files are durable."}, c.async_save);
+  f(FieldSpec{"save_retain_interval", "--save-retain-interval", K::kValue, "After each save, delete older checkpoints except multiples of this (a multiple of --save-interval)."}, c.save_retain_interval);
+  f(FieldSpec{"keep_last_checkpoints", "--keep-last-checkpoints", K::kValue, "After each save, keep only the newest K checkpoints (plus --save-retain-interval multiples). Not in Megatron."}, c.keep_last_checkpoints);
 
   auto& p = a.parallel;
   f(FieldSpec{"tensor_model_parallel_size", "--tensor-model-parallel-size", K::kValue, "Tensor parallel size."}, p.tensor_model_parallel_size);

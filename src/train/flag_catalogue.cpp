@@ -53,10 +53,8 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--exit-on-missing-checkpoint", K::kStoreTrue, "not implemented yet"},
     {"--ckpt-format", K::kValue, kCkpt},
     {"--auto-detect-ckpt-format", K::kStoreTrue, kCkpt},
-    {"--async-save", K::kStoreTrue, "asynchronous checkpoint saving is not implemented yet"},
     {"--no-ckpt-fully-parallel-save", K::kStoreTrue, kCkpt},
     {"--ckpt-fully-parallel-load", K::kStoreTrue, kCkpt},
-    {"--save-retain-interval", K::kValue, "checkpoint retention is not implemented yet"},
     {"--non-persistent-save-interval", K::kValue, "non-persistent checkpoints are not implemented"},
     {"--non-persistent-ckpt-type", K::kValue, "non-persistent checkpoints are not implemented"},
     // Tokenizer (6.8).

@@ -146,6 +146,20 @@ void Resolver::logging_and_checkpoints() {
   if (c.save && !c.save_interval && valid("save_interval")) {
     problem("--save needs --save-interval (iterations between checkpoints)");
   }
+  if (c.save_retain_interval) {
+    positive("--save-retain-interval", "save_retain_interval", *c.save_retain_interval);
+    if (c.save_interval && *c.save_interval > 0 && *c.save_retain_interval > 0 &&
+        *c.save_retain_interval % *c.save_interval != 0) {
+      problem("--save-retain-interval " + num(*c.save_retain_interval) + " must be a multiple of --save-interval " +
+              num(*c.save_interval));
+    }
+  }
+  if (c.keep_last_checkpoints) positive("--keep-last-checkpoints", "keep_last_checkpoints", *c.keep_last_checkpoints);
+  if (!c.save && (c.async_save || c.save_retain_interval || c.keep_last_checkpoints)) {
+    problem(std::string(c.async_save ? "--async-save" : c.save_retain_interval ? "--save-retain-interval"
+                                                                                : "--keep-last-checkpoints") +
+            " needs --save");
+  }
 }
 
 std::vector<double> parse_split(const std::string& split, std::string& error) {

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <ctime>
 
+#include "megatron/checkpoint/async_saver.h"
 #include "megatron/core/check.h"
 #include "megatron/core/exit_signal.h"
 #include "megatron/core/file_io.h"
@@ -82,6 +83,10 @@ class Trainer {
   // whether to report again at the next log point.
   bool report_memory(std::int64_t start_iteration);
   void save();
+  // --async-save: commits the save in flight once every rank's write is done (blocking: waits for
+  // it); collective, called at the same point by every rank.
+  void finish_async_save(bool blocking);
+  void saved(std::int64_t iteration);  // the success line and retention, after a commit
   // Megatron's training_log scalars for this iteration (every --tensorboard-log-interval).
   void write_tensorboard_iteration(double loss);
   // '<key> validation' (and its ppl with --log-validation-ppl-to-tensorboard), by iteration and
@@ -143,6 +148,7 @@ class Trainer {
   Clock::time_point start_time_;          // Megatron's _TRAIN_START_TIME, for --exit-duration-in-mins
   std::unique_ptr<ExitSignal> exit_signal_;  // --exit-signal-handler
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // --tensorboard-dir, on the last rank
+  std::unique_ptr<checkpoint::AsyncCheckpointSaver> async_saver_;  // --async-save
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
@@ -566,8 +572,9 @@ bool Trainer::report_memory(std::int64_t start_iteration) {
 
 void Trainer::save() {
   const std::string& root = *args_.checkpoint.save;
+  const bool async = args_.checkpoint.async_save;
   out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << iteration_ << " to "
-       << root << " in megatron-cpp format" << std::endl;
+       << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
   checkpoint::CheckpointState state;
   state.iteration = iteration_;
   state.consumed_train_samples = consumed_train_;
@@ -588,11 +595,36 @@ void Trainer::save() {
   writer.distributed_optimizer = args_.parallel.use_distributed_optimizer;
   writer.dp_rank = ps_->dp_rank();
   writer.dp_size = ps_->dp();
+  if (async) {
+    if (!async_saver_) async_saver_ = std::make_unique<checkpoint::AsyncCheckpointSaver>(pc_);
+    const auto committed = async_saver_->start(root, state, writer);  // finishes the one before first
+    if (committed) saved(*committed);
+    out_ << "  [" << timestamp_now() << "] scheduled an async checkpoint save at iteration " << std::setw(7)
+         << iteration_ << " (host snapshot taken; training goes on while it is written)" << std::endl;
+    return;
+  }
   checkpoint::save_checkpoint(root, state, writer, pc_);
+  saved(iteration_);
+}
+
+void Trainer::finish_async_save(bool blocking) {
+  if (!async_saver_) return;
+  if (const auto committed = async_saver_->poll(blocking)) saved(*committed);
+}
+
+void Trainer::saved(std::int64_t iteration) {
+  const std::string& root = *args_.checkpoint.save;
   if (tensorboard_) tensorboard_->flush();  // a job stopped after this save keeps its curves
-  out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration_
+  out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration
        << " to " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/"
        << ps_->pp() << " ]" << std::endl;
+  // Retention only now: the new checkpoint is durable and the tracker names it.
+  const checkpoint::RetentionPolicy policy{args_.checkpoint.save_retain_interval, args_.checkpoint.keep_last_checkpoints};
+  if (comm_.rank() == 0 && policy.active()) {
+    for (const auto& folder : checkpoint::apply_retention(root, iteration, policy)) {
+      out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
+    }
+  }
 }
 
 bool Trainer::any_rank(bool mine) {
@@ -616,11 +648,13 @@ void Trainer::print_datetime(const std::string& what) {
 
 std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
   const bool can_save = args_.checkpoint.save.has_value();
-  const auto save_here = [&] {
+  // Before an exit the save must be durable: an async one is waited for.
+  const auto save_here = [&](bool exiting = true) {
     if (can_save && last_saved != iteration_) {
       save();
       last_saved = iteration_;
     }
+    if (exiting) finish_async_save(/*blocking=*/true);
   };
   if (exit_signal_ && any_rank(exit_signal_->received())) {
     save_here();
@@ -628,7 +662,7 @@ std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
     return "signal";
   }
   const auto& save_interval = args_.checkpoint.save_interval;
-  if (can_save && save_interval && iteration_ % *save_interval == 0) save_here();
+  if (can_save && save_interval && iteration_ % *save_interval == 0) save_here(/*exiting=*/false);
   if (const auto& limit = args_.training.exit_duration_in_mins) {
     const double minutes = std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0;
     if (any_rank(minutes > static_cast<double>(*limit))) {
@@ -659,6 +693,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   bool report_memory = device_.is_cuda();
   while (iteration_ < train_iters_) {
     train_step();
+    finish_async_save(/*blocking=*/false);  // a save in flight is committed once all ranks wrote it
     const bool regular = iteration_ % args_.logging.log_interval == 0;
     if (regular || iteration_ == start_iteration + 1) {
       log_iteration(regular);
@@ -677,6 +712,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   result_.final_iteration = iteration_;
   if (!result_.early_exit.empty()) return result_;  // Megatron exits right there, without the final evaluation
   if (args_.checkpoint.save && last_saved != iteration_) save();
+  finish_async_save(/*blocking=*/true);
   if (datasets_.valid() && args_.logging.eval_iters > 0) {
     std::int64_t consumed = consumed_valid_;
     const double v = evaluate(*datasets_.valid(), consumed, args_.logging.eval_iters);

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,8 +17,15 @@ namespace megatron {
 
 class AtomicFile {
  public:
+  // How the bytes reach the disk. kBuffered: through the page cache, 4 MiB buffer (small and
+  // medium files). kStreaming: for files of hundreds of MB and more (checkpoints): O_DIRECT from
+  // two aligned 16 MiB buffers, one filled by write() while a background thread writes the other,
+  // so the disk streams at its own speed and the page cache takes no dirty pages (whose
+  // write-back throttling made buffered checkpoint writes run at 15-70% of the disk here, varying
+  // from run to run). Falls back to buffered writes where the file system refuses O_DIRECT.
+  enum class Mode { kBuffered, kStreaming };
   // Creates `<final_path>.tmp.<pid>.<n>` exclusively; the final name is untouched until commit.
-  explicit AtomicFile(std::string final_path);
+  explicit AtomicFile(std::string final_path, Mode mode = Mode::kBuffered);
   ~AtomicFile();  // unlinks the temporary unless committed
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -39,6 +48,8 @@ class AtomicFile {
  private:
   void flush_buffer();
   void write_all(const char* data, std::size_t bytes);
+  void submit_stream_buffer(std::size_t bytes);  // kStreaming: hands the current buffer to the writer thread
+  void finish_stream();                           // kStreaming: waits, writes the tail, trims the padding
 
   std::string final_path_;
   std::string temp_path_;
@@ -48,6 +59,15 @@ class AtomicFile {
   std::uint64_t size_ = 0;
   std::vector<char> buffer_;
   std::size_t buffered_ = 0;
+  // kStreaming only.
+  struct AlignedFree {
+    void operator()(char* p) const;
+  };
+  bool streaming_ = false;
+  std::unique_ptr<char, AlignedFree> stream_buffers_[2];
+  int stream_current_ = 0;
+  std::uint64_t stream_offset_ = 0;  // where the next submitted buffer goes in the file
+  std::future<void> stream_inflight_;
 };
 
 // fsyncs the folder holding `path`, so a rename into it survives a power cut (best effort).
@@ -88,7 +108,12 @@ void release_signal_cleanup(int slot);
 class MappedFile {
  public:
   MappedFile() = default;
-  explicit MappedFile(const std::string& path);  // throws megatron::Error naming the path
+  // kShared: read-only, pages come in as touched. kPrivatePopulated: the whole file read in by
+  // the mmap call itself (MAP_POPULATE: large sequential reads, the fastest way in here), mapped
+  // copy-on-write, so the memory may be handed out as writable (tensors over a checkpoint file).
+  enum class Mode { kShared, kPrivatePopulated };
+  explicit MappedFile(const std::string& path, Mode mode = Mode::kShared);  // throws megatron::Error naming the path
+  std::uint8_t* mutable_data() const { return const_cast<std::uint8_t*>(data_); }  // kPrivatePopulated only
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;

@@ -191,6 +191,9 @@ struct CheckpointArgs {
   bool no_load_optim = false;
   bool no_load_rng = false;
   bool finetune = false;
+  bool async_save = false;                           // write checkpoints while training goes on
+  std::optional<std::int64_t> save_retain_interval;  // older checkpoints not a multiple of it are deleted
+  std::optional<std::int64_t> keep_last_checkpoints; // ours: keep only the newest K (plus retained ones)
   bool operator==(const CheckpointArgs&) const = default;
 };
 

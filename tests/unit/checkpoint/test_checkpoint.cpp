@@ -1,12 +1,18 @@
 // Checkpoint layout, round trip, commit order and the refusal of corrupt or partial checkpoints.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
+#include "megatron/checkpoint/async_saver.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/parallel/communicator.h"
 #include "megatron/core/check.h"
 #include "test_support.h"
 
@@ -225,6 +231,150 @@ TEST(Safetensors, FilterReadsOnlyTheTensorsItKeeps) {
   EXPECT_EQ(asked.size(), 3u);
   EXPECT_NE(std::find(asked.begin(), asked.end(), std::make_pair(std::string("y/param/0"), std::int64_t{6})),
             asked.end());
+}
+
+
+// The checksum recorded in meta.json must stay zlib's CRC-32, whichever library computes it.
+TEST(Safetensors, Crc32IsZlibsAndChains) {
+  std::mt19937 gen(7);
+  std::string bytes(3 << 20, '\0');
+  for (char& c : bytes) c = static_cast<char>(gen());
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{4096 + 5}, bytes.size()}) {
+    const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+    const auto expected = static_cast<std::uint32_t>(crc32(0L, p, static_cast<uInt>(n)));
+    EXPECT_EQ(crc32_update(0, bytes.data(), n), expected) << n << " bytes";
+    EXPECT_EQ(crc32_update(crc32_update(0, bytes.data(), n / 3), bytes.data() + n / 3, n - n / 3), expected) << n;
+  }
+}
+
+// One pass gives the tensors and the whole file's digest; the tensors are views of a private
+// mapping: writable, and writing them leaves the file alone. A tensor after an odd-sized one sits
+// at an unaligned offset and still reads right.
+TEST(Safetensors, ReadGivesTheDigestAndWritableTensors) {
+  TempDir dir("st");
+  const std::string path = dir / "t.safetensors";
+  const at::Tensor odd = at::arange(3, at::kFloat).to(at::kBFloat16);  // 6 bytes
+  const at::Tensor after = at::arange(5, at::kFloat) / 3;
+  const FileDigest written = write_safetensors(path, {{"odd", odd}, {"after", after}});
+  FileDigest digest;
+  auto back = read_safetensors(path, {}, &digest);
+  EXPECT_EQ(digest.size, written.size);
+  EXPECT_EQ(digest.crc32, written.crc32);
+  EXPECT_EQ(digest.crc32, digest_file(path).crc32);
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_TRUE(at::equal(back.tensors[0].second, odd));
+  EXPECT_TRUE(at::equal(back.tensors[1].second, after));
+  back.tensors[1].second.fill_(42.0f);
+  EXPECT_EQ(digest_file(path).crc32, written.crc32);
+  EXPECT_TRUE(at::equal(read_safetensors(path).tensors[1].second, after));
+  // A filter that keeps nothing reads only the header: no digest.
+  FileDigest none;
+  EXPECT_TRUE(read_safetensors(path, [](const std::string&, std::int64_t) { return false; }, &none).tensors.empty());
+  EXPECT_EQ(none.size, 0u);
+}
+
+struct SingleProcess {
+  std::unique_ptr<parallel::Communicator> comm = parallel::make_single_process_communicator();
+  parallel::ParallelState ps{parallel::ParallelConfig{}, 0};
+  parallel::ParallelContext pc = parallel::ParallelContext::create(ps, *comm);
+};
+
+// --async-save: the call returns with a snapshot taken; changing the live tensors afterwards does
+// not reach the checkpoint; the tracker moves only at the poll that commits, and the next save
+// reuses the snapshot's buffers.
+TEST(AsyncCheckpointSaver, CommitsAtThePollFromASnapshot) {
+  TempDir dir("async");
+  const std::string root = (dir.path() / "run").string();
+  SingleProcess sp;
+  AsyncCheckpointSaver saver(sp.pc);
+  save_checkpoint(root, sample_state(1), "mp_rank_00");
+  CheckpointState live = sample_state(2);
+  const at::Tensor original = live.model[0].second.clone();
+  EXPECT_FALSE(saver.start(root, live, ShardWriter{}).has_value());
+  EXPECT_EQ(saver.in_flight(), 2);
+  live.model[0].second.fill_(-1.0f);  // training goes on and changes the weights
+  EXPECT_EQ(read_tracker(root), 1);   // written or not, nothing is committed before a poll
+  std::optional<std::int64_t> committed;
+  while (!(committed = saver.poll(false))) {
+  }
+  EXPECT_EQ(committed, 2);
+  EXPECT_FALSE(saver.in_flight().has_value());
+  EXPECT_EQ(read_tracker(root), 2);
+  EXPECT_TRUE(at::equal(load_checkpoint(root, 2, "mp_rank_00", true, true).model[0].second, original));
+  // The next start first commits the save in flight.
+  EXPECT_FALSE(saver.start(root, sample_state(3), ShardWriter{}).has_value());
+  EXPECT_EQ(saver.start(root, sample_state(4), ShardWriter{}), 3);
+  EXPECT_EQ(saver.poll(true), 4);
+  EXPECT_EQ(read_tracker(root), 4);
+  EXPECT_TRUE(at::equal(load_checkpoint(root, 4, "mp_rank_00", true, true).model[0].second,
+                        sample_state(4).model[0].second));
+}
+
+// A write that fails on the writer thread (here: the file-size limit, EFBIG) is reported by the
+// poll, naming the file; the previous checkpoint and the tracker stay, and nothing is left over.
+TEST(AsyncCheckpointSaver, AFailedWriteIsReportedAtThePoll) {
+  TempDir dir("async");
+  const std::string root = (dir.path() / "run").string();
+  SingleProcess sp;
+  save_checkpoint(root, sample_state(1), "mp_rank_00");
+  CheckpointState big = sample_state(2);
+  big.optimizer = {{"m", at::ones({1 << 20})}};  // 4 MiB
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 1 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  {
+    AsyncCheckpointSaver saver(sp.pc);
+    saver.start(root, big, ShardWriter{});
+    try {
+      saver.poll(true);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("optimizer.safetensors"), std::string::npos) << error;
+  EXPECT_EQ(read_tracker(root), 1);
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"iter_0000001", "latest_checkpointed_iteration.txt"}));
+}
+
+std::vector<std::string> iteration_folders(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(root)) {
+    if (e.is_directory()) out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Megatron's --save-retain-interval deletes the previous checkpoint unless its iteration is a
+// multiple of the interval; --keep-last-checkpoints K keeps the newest K. Checked save by save.
+TEST(Retention, KeepsTheNewestAndTheRetainedOnes) {
+  TempDir dir("retain");
+  const std::string root = (dir.path() / "run").string();
+  const RetentionPolicy retain{4, std::nullopt};
+  for (const std::int64_t it : {2, 4, 6, 8, 10}) {
+    save_checkpoint(root, sample_state(it), "mp_rank_00");
+    apply_retention(root, it, retain);
+  }
+  EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_0000004", "iter_0000008", "iter_0000010"}));
+  const auto removed = apply_retention(root, 10, RetentionPolicy{std::nullopt, 2});
+  EXPECT_EQ(removed, (std::vector<std::string>{iteration_folder(root, 4)}));
+  EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_0000008", "iter_0000010"}));
+  for (const std::int64_t it : {12, 14, 16}) {
+    save_checkpoint(root, sample_state(it), "mp_rank_00");
+    apply_retention(root, it, RetentionPolicy{8, 2});
+  }
+  EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_0000008", "iter_0000014", "iter_0000016"}));
+  EXPECT_EQ(read_tracker(root), 16);
+  EXPECT_NO_THROW(load_checkpoint(root, 16, "mp_rank_00", true, true));
 }
 
 }  // namespace

@@ -1,0 +1,40 @@
+// The phases of a checkpoint save (checkpoint.cpp), shared by save_checkpoint, which runs them
+// back to back, and AsyncCheckpointSaver, which runs write_files on a thread of its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "megatron/checkpoint/checkpoint.h"
+#include "megatron/core/file_io.h"
+
+namespace megatron::checkpoint::detail {
+
+struct SaveInProgress {
+  std::string root;
+  std::string final_dir;                  // <root>/iter_XXXXXXX
+  std::string temp_dir;                   // <final_dir>.tmp.<rank 0's pid>
+  std::unique_ptr<TemporaryFolder> temp;  // rank 0: removed unless committed
+  std::int64_t iteration = 0;
+  ShardWriter writer;
+  bool writes_optimizer = false;
+  nlohmann::json meta;   // meta.json without "files"
+  // Filled by write_files.
+  nlohmann::json files = nlohmann::json::object();  // this rank's model/RNG digests
+  FileDigest optimizer_digest;
+  std::string error;  // this rank's failure, reported by commit_save on every rank
+};
+
+// Collective over the world: rank 0 creates the temporary folder; everyone learns its name.
+SaveInProgress begin_save(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
+                          const parallel::ParallelContext& pc);
+// Local (no communication, any thread): writes and fsyncs this rank's files; errors go into
+// save.error.
+void write_files(SaveInProgress& save, const CheckpointState& state) noexcept;
+// Collective over the world: meta.json, the all-ranks-succeeded check, rank 0's rename and the
+// tracker. Throws on every rank when any rank failed.
+void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc);
+
+}  // namespace megatron::checkpoint::detail

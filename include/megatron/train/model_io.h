@@ -1,0 +1,71 @@
+// A trained model outside training: a checkpoint of any TP x PP layout loaded into one process
+// (the single-process GptModel built from the configuration saved in the checkpoint, every
+// parameter joined from the saved shards by the same resharding a resume in another layout uses),
+// and HuggingFace's two decoder families written from it.
+//   - GPT2LMHeadModel: learned positions, LayerNorm, GeLU (gelu_new for Megatron's fused tanh
+//     GeLU, gelu for --no-bias-gelu-fusion), multi-head attention, tied or untied output layer.
+//   - LlamaForCausalLM: RoPE (rotate-half, whole head), RMSNorm, SwiGLU, any number of query
+//     groups, tied or untied, with or without linear biases.
+// Anything else (RoPE with LayerNorm, partial or interleaved rotary, ...) is refused, naming the
+// setting. The vocabulary keeps Megatron's padded size, so ids and rows stay where they were.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatron/model/gpt_model.h"
+#include "megatron/parallel/communicator.h"
+#include "megatron/parallel/parallel_context.h"
+#include "megatron/train/arguments.h"
+
+namespace megatron::train {
+
+struct LoadedModel {
+  std::string root;
+  std::int64_t iteration = 0;
+  Arguments args;                  // the saved run's arguments
+  nlohmann::json run_config;       // as saved (run_config.json's contents)
+  model::ModelConfig config;
+  int saved_tp = 1;
+  int saved_pp = 1;
+  std::unique_ptr<parallel::Communicator> comm;
+  std::unique_ptr<parallel::ParallelState> state;
+  std::unique_ptr<parallel::ParallelContext> pc;
+  std::unique_ptr<model::GptModel> model;  // single process, CPU, fp32, eval mode by the caller
+};
+
+// Loads <root>'s latest checkpoint (or `iteration`). Throws megatron::Error naming the folder
+// when there is no checkpoint or it lacks its configuration.
+LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
+
+enum class HfFamily { kGpt2, kLlama };
+
+// Which family can hold this model; throws megatron::Error naming every setting neither can.
+HfFamily hf_family_of(const model::ModelConfig& c);
+
+struct HfExport {
+  HfFamily family = HfFamily::kGpt2;
+  nlohmann::ordered_json config;             // config.json
+  nlohmann::ordered_json generation_config;  // generation_config.json
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // HF names, fp32 (or the chosen dtype)
+};
+
+// Megatron's full (single-process) parameters under HF's names and layouts. `eod` is the
+// tokenizer's end-of-document id (bos, eos and pad in the generation defaults).
+HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::string, at::Tensor>>& params,
+               std::int64_t eod, at::ScalarType dtype = at::kFloat);
+
+// Writes an HF model folder: config.json, generation_config.json, model.safetensors (or
+// model-0000K-of-0000N.safetensors + model.safetensors.index.json past `max_shard_bytes`), and the
+// GPT-2 tokenizer files (vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json).
+// Everything goes into <dir>.tmp.<pid>/ first, renamed to <dir> when complete; an existing <dir> is
+// refused.
+void write_hf_folder(const std::string& dir, const HfExport& model, const std::string& vocab_file,
+                     const std::string& merge_file, std::int64_t model_max_length, std::uint64_t max_shard_bytes);
+
+}  // namespace megatron::train

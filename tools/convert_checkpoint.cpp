@@ -1,0 +1,109 @@
+// convert_checkpoint: checkpoints to and from HuggingFace, with the flags of Megatron's
+// tools/checkpoint/convert.py (--model-type GPT --loader ... --saver ... --load-dir --save-dir).
+//   --loader megatron --saver hf: a checkpoint of any TP x PP layout becomes a folder that
+//   transformers' from_pretrained loads (GPT2LMHeadModel or LlamaForCausalLM, chosen by the
+//   model's architecture; see megatron/train/model_io.h).
+// Long flags may be abbreviated, as argparse allows.
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cstdio>
+#include <string>
+
+#include "abbreviated_cli.h"
+#include "megatron/core/check.h"
+#include "megatron/core/tool_main.h"
+#include "megatron/tokenizer/tokenizer.h"
+#include "megatron/train/model_io.h"
+
+namespace {
+
+// "5GB", "500MB", "1024" (bytes); decimal units as HF's max_shard_size.
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const double scale = unit.empty() || unit == "B" ? 1.0
+                       : unit == "KB"              ? 1e3
+                       : unit == "MB"              ? 1e6
+                       : unit == "GB"              ? 1e9
+                                                   : -1.0;
+  MEGATRON_CHECK(used > 0 && value > 0 && scale > 0, "--max-shard-size ", text,
+                 ": expected a size such as 5GB, 500MB or a byte count");
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Convert GPT checkpoints between megatron-cpp and HuggingFace", "convert_checkpoint"};
+  app.allow_extras();
+  std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, dtype = "float32";
+  std::string max_shard = "5GB";
+  std::int64_t iteration = -1;
+  app.add_option("--model-type", model_type, "Model type (GPT)")->capture_default_str();
+  app.add_option("--loader", loader, "Format of --load-dir: megatron")->required();
+  app.add_option("--saver", saver, "Format of --save-dir: hf")->required();
+  app.add_option("--load-dir", load_dir, "Checkpoint folder to read (its latest iteration)")->required();
+  app.add_option("--save-dir", save_dir, "Folder to write; must not exist")->required();
+  app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
+  app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's --vocab-file)");
+  app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's --merge-file)");
+  app.add_option("--hf-dtype", dtype, "Weights' type in the HF files: float32, bfloat16 or float16")
+      ->capture_default_str();
+  app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
+      ->capture_default_str();
+  std::vector<std::string> notes;
+  std::vector<std::string> problems;
+  try {
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);
+  } catch (const CLI::ParseError& e) {
+    return megatron::tools::usage_error(app, e);
+  }
+  for (const auto& note : notes) std::fprintf(stderr, "convert_checkpoint: %s\n", note.c_str());
+  if (model_type != "GPT") problems.push_back("--model-type " + model_type + ": only GPT is supported");
+  if (!(loader == "megatron" && saver == "hf")) {
+    problems.push_back("--loader " + loader + " --saver " + saver +
+                       ": supported is --loader megatron --saver hf (export to HuggingFace)");
+  }
+  const at::ScalarType type = dtype == "float32"    ? at::kFloat
+                              : dtype == "bfloat16" ? at::kBFloat16
+                              : dtype == "float16"  ? at::kHalf
+                                                    : at::kFloat;
+  if (dtype != "float32" && dtype != "bfloat16" && dtype != "float16") {
+    problems.push_back("--hf-dtype " + dtype + ": expected float32, bfloat16 or float16");
+  }
+  megatron::throw_if_problems("invalid command line", problems);
+  const std::uint64_t shard_bytes = parse_size(max_shard);
+
+  const megatron::train::LoadedModel loaded =
+      megatron::train::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+  const auto& saved_args = loaded.args.tokenizer;
+  if (vocab_file.empty()) vocab_file = saved_args.vocab_file.value_or("");
+  if (merge_file.empty()) merge_file = saved_args.merge_file.value_or("");
+  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
+                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
+  megatron::tokenizer::TokenizerOptions options;
+  options.vocab_file = vocab_file;
+  options.merge_file = merge_file;
+  const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
+  const auto family = megatron::train::hf_family_of(loaded.config);
+  const megatron::train::HfExport out =
+      megatron::train::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(), type);
+  megatron::train::write_hf_folder(save_dir, out, vocab_file, merge_file, loaded.config.seq_length, shard_bytes);
+  std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
+              "HuggingFace's %s format, %s weights\n",
+              load_dir.c_str(), static_cast<long long>(loaded.iteration), loaded.saved_tp, loaded.saved_pp,
+              save_dir.c_str(), family == megatron::train::HfFamily::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+              dtype.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return megatron::run_tool("convert_checkpoint", [&] { return run(argc, argv); });
+}

@@ -20,6 +20,7 @@ BUILD_DIR="${MEGATRON_BUILD_DIR:-$ROOT/build}"
 # CUDA 13.0 build; it runs CPU-only where no GPU/driver is present (checked below).
 TORCH_VERSION="2.11.0"
 TENSORBOARD_VERSION="2.21.0"
+TRANSFORMERS_VERSION="5.24.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
@@ -77,6 +78,11 @@ install_libtorch() {
   if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
     log "TensorBoard: installing tensorboard==$TENSORBOARD_VERSION into .venv (its event reader is used by the tests)"
     "$venv/bin/pip" install -q "tensorboard==$TENSORBOARD_VERSION"
+  fi
+  # transformers loads what convert_checkpoint exports and gives the reference logits (tests/e2e/hf_export.sh).
+  if ! "$venv/bin/python" -c "import transformers, sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+    log "transformers: installing transformers==$TRANSFORMERS_VERSION into .venv (the HuggingFace export is checked with it)"
+    "$venv/bin/pip" install -q "transformers==$TRANSFORMERS_VERSION"
   fi
   # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
   "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"

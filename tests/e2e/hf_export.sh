@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# HuggingFace export (issue 13, items 1 and 5): models of both families trained by megatron_train
+# and exported by convert_checkpoint load in transformers (its own from_pretrained, CPU, fp32) and
+# give the logits our model gives, within 1e-5: GPT-2 (tied; untied with erf GeLU and no biases;
+# sharded files with an index) and Llama (GQA untied without biases; tied with biases), and a
+# Llama trained at TP2 x PP2 under mpirun. A mix neither family holds is refused by name and
+# leaves nothing behind. Called with lib.sh's six arguments (megatron_train's path last), then
+# convert_checkpoint's, model_logits' and tests/mpirun.sh's paths; MEGATRON_PYTHON must have
+# transformers (scripts/setup.sh puts it into .venv).
+set -uo pipefail
+CONVERT=$(realpath "${7:?"usage: $0 <lib.sh's six arguments> CONVERT_CHECKPOINT MODEL_LOGITS MPIEXEC"}")
+LOGITS=$(realpath "${8:?model_logits}")
+MPIEXEC=$(realpath "${9:?tests/mpirun.sh}")
+set -- "${@:1:6}"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=mpi_lib.sh
+source "$(dirname "$0")/mpi_lib.sh"
+PY=${MEGATRON_PYTHON:-python3}
+"$PY" -c "import transformers" 2>/dev/null || fail "$PY has no transformers (scripts/setup.sh installs it into .venv)"
+
+TRAIN_ARGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+            --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --data-path "$GOLDEN" --data-cache-path "$WORK/cache"
+            "${TOKENIZER[@]}" --log-interval 5 --eval-iters 0 --train-iters 10 --save-interval 10)
+LLAMA=(--position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 96)
+IDS=(50256 464 2068 7586 21831 18045 625 262 16931 3290 13 50256 40 588)
+
+# check NAME CLASS CONVERT_FLAGS...: exports $WORK/NAME.ckpt and compares the logits.
+check() {
+  local name=$1 class=$2
+  shift 2
+  assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/$name.ckpt" \
+    --save-dir "$WORK/$name.hf" "$@"
+  assert_succeeds "$LOGITS" "$WORK/$name.ckpt" "$WORK/$name.logits" "${IDS[@]}"
+  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
+  ok "$(tail -1 "$WORK/out.txt")"
+}
+train() {  # train NAME FLAGS...
+  local name=$1
+  shift
+  assert_succeeds "$TRAIN" "${TRAIN_ARGS[@]}" --save "$WORK/$name.ckpt" "$@"
+}
+
+step "GPT-2: tied embeddings, fused (tanh) GeLU"
+train gpt2
+check gpt2 GPT2LMHeadModel
+[[ $(find "$WORK/gpt2.hf" -name '*.safetensors' | wc -l) -eq 1 ]] || fail "expected one model.safetensors"
+grep -q '"activation_function": "gelu_new"' "$WORK/gpt2.hf/config.json" || fail "config.json: not gelu_new"
+
+step "GPT-2: untied, erf GeLU, no linear biases, split into shards of 100KB with an index"
+train gpt2u --untie-embeddings-and-output-weights --no-bias-gelu-fusion --disable-bias-linear
+check gpt2u GPT2LMHeadModel --max-shard-size 100KB
+[[ -f $WORK/gpt2u.hf/model.safetensors.index.json ]] || fail "no model.safetensors.index.json"
+[[ $(find "$WORK/gpt2u.hf" -name 'model-*-of-*.safetensors' | wc -l) -gt 2 ]] || fail "expected several shards"
+
+step "Llama: grouped-query attention (2 groups), untied, no biases"
+train llama "${LLAMA[@]}" --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
+  --disable-bias-linear
+check llama LlamaForCausalLM
+
+step "Llama: tied embeddings, with linear biases, rotary base 500000"
+train llamab "${LLAMA[@]}" --rotary-base 500000
+check llamab LlamaForCausalLM
+
+step "Llama trained at TP2 x PP2 (4 ranks) exports from its shards"
+assert_succeeds mpi 4 "${TRAIN_ARGS[@]}" "${LLAMA[@]}" --group-query-attention --num-query-groups 2 \
+  --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --save "$WORK/llama22.ckpt"
+[[ -d $WORK/llama22.ckpt/iter_0000010/mp_rank_01_001 ]] || fail "no TP2 x PP2 shard folders"
+check llama22 LlamaForCausalLM
+assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/llama22.ckpt" \
+  --save-dir "$WORK/again.hf"
+grep -q "tensor-parallel 2 x pipeline-parallel 2" "$WORK/out.txt" || fail "the export did not read the TP2 x PP2 layout"
+
+step "a model neither family holds is refused by name, and nothing is written"
+train mix --position-embedding-type rope
+assert_fails_with "this mix is neither" "$CONVERT" --model-type GPT --loader megatron --saver hf \
+  --load-dir "$WORK/mix.ckpt" --save-dir "$WORK/mix.hf"
+[[ -e $WORK/mix.hf ]] && fail "mix.hf was created"
+compgen -G "$WORK/mix.hf.tmp.*" >/dev/null && fail "a temporary was left"
+assert_fails_with "already exists" "$CONVERT" --model-type GPT --loader megatron --saver hf \
+  --load-dir "$WORK/gpt2.ckpt" --save-dir "$WORK/gpt2.hf"
+ok "refused"

@@ -3,6 +3,9 @@
 //   --loader megatron --saver hf: a checkpoint of any TP x PP layout becomes a folder that
 //   transformers' from_pretrained loads (GPT2LMHeadModel or LlamaForCausalLM, chosen by the
 //   model's architecture; see megatron/train/model_io.h).
+//   --loader hf --saver megatron: a GPT-2 or Llama folder becomes a model-only checkpoint for
+//   --target-tensor-parallel-size x --target-pipeline-parallel-size; the matching megatron_train
+//   flags are printed.
 // Long flags may be abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -44,14 +47,21 @@ int run(int argc, char** argv) {
   std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, dtype = "float32";
   std::string max_shard = "5GB";
   std::int64_t iteration = -1;
+  int target_tp = 1, target_pp = 1;
   app.add_option("--model-type", model_type, "Model type (GPT)")->capture_default_str();
-  app.add_option("--loader", loader, "Format of --load-dir: megatron")->required();
-  app.add_option("--saver", saver, "Format of --save-dir: hf")->required();
+  app.add_option("--loader", loader, "Format of --load-dir: megatron or hf")->required();
+  app.add_option("--saver", saver, "Format of --save-dir: hf or megatron")->required();
+  app.add_option("--target-tensor-parallel-size", target_tp, "--saver megatron: tensor-parallel size")
+      ->capture_default_str();
+  app.add_option("--target-pipeline-parallel-size", target_pp, "--saver megatron: pipeline-parallel size")
+      ->capture_default_str();
   app.add_option("--load-dir", load_dir, "Checkpoint folder to read (its latest iteration)")->required();
   app.add_option("--save-dir", save_dir, "Folder to write; must not exist")->required();
   app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
-  app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's --vocab-file)");
-  app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's --merge-file)");
+  app.add_option("--vocab-file", vocab_file,
+                 "GPT-2 vocab.json (default: the saved run's --vocab-file, or the HF folder's vocab.json)");
+  app.add_option("--merge-file", merge_file,
+                 "GPT-2 merges.txt (default: the saved run's --merge-file, or the HF folder's merges.txt)");
   app.add_option("--hf-dtype", dtype, "Weights' type in the HF files: float32, bfloat16 or float16")
       ->capture_default_str();
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
@@ -65,10 +75,14 @@ int run(int argc, char** argv) {
   }
   for (const auto& note : notes) std::fprintf(stderr, "convert_checkpoint: %s\n", note.c_str());
   if (model_type != "GPT") problems.push_back("--model-type " + model_type + ": only GPT is supported");
-  if (!(loader == "megatron" && saver == "hf")) {
+  const bool to_hf = loader == "megatron" && saver == "hf";
+  const bool from_hf = loader == "hf" && saver == "megatron";
+  if (!to_hf && !from_hf) {
     problems.push_back("--loader " + loader + " --saver " + saver +
-                       ": supported is --loader megatron --saver hf (export to HuggingFace)");
+                       ": supported are --loader megatron --saver hf and --loader hf --saver megatron");
   }
+  if (target_tp < 1) problems.push_back("--target-tensor-parallel-size must be >= 1");
+  if (target_pp < 1) problems.push_back("--target-pipeline-parallel-size must be >= 1");
   const at::ScalarType type = dtype == "float32"    ? at::kFloat
                               : dtype == "bfloat16" ? at::kBFloat16
                               : dtype == "float16"  ? at::kHalf
@@ -78,6 +92,20 @@ int run(int argc, char** argv) {
   }
   megatron::throw_if_problems("invalid command line", problems);
   const std::uint64_t shard_bytes = parse_size(max_shard);
+  if (from_hf) {
+    if (vocab_file.empty()) vocab_file = load_dir + "/vocab.json";
+    if (merge_file.empty()) merge_file = load_dir + "/merges.txt";
+    const megatron::train::HfImport imported =
+        megatron::train::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
+    std::string flags;
+    for (const auto& f : imported.model_flags) flags += " " + f;
+    std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
+                "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
+                "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
+                load_dir.c_str(), imported.family == megatron::train::HfFamily::kGpt2 ? "GPT-2" : "Llama",
+                save_dir.c_str(), target_tp, target_pp, flags.c_str(), target_tp, target_pp, save_dir.c_str());
+    return 0;
+  }
 
   const megatron::train::LoadedModel loaded =
       megatron::train::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);

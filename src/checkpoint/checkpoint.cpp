@@ -106,7 +106,12 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
   if (!error.empty()) MEGATRON_FAIL(error);
   save.temp_dir = save.final_dir + ".tmp." + std::to_string(pid[0].item<std::int64_t>());
   save.writes_optimizer = !state.optimizer.empty() && (writer.distributed_optimizer || writer.model);
-  save.meta = {{"format", "megatron-cpp"},
+  save.meta = meta_without_files(state, writer);
+  return save;
+}
+
+nlohmann::json meta_without_files(const CheckpointState& state, const ShardWriter& writer) {
+  return {{"format", "megatron-cpp"},
                {"format_version", kFormatVersion},
                {"iteration", state.iteration},
                {"consumed_train_samples", state.consumed_train_samples},
@@ -118,7 +123,6 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
                {"distributed_optimizer", writer.distributed_optimizer},
                {"config", state.config},
                {"grad_scaler", state.grad_scaler}};
-  return save;
 }
 
 void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
@@ -232,6 +236,29 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
   detail::SaveInProgress save = detail::begin_save(root, state, writer, pc);
   detail::write_files(save, state);
   detail::commit_save(save, pc);
+}
+
+void save_model_shards(const std::string& root, const CheckpointState& common,
+                       const std::vector<std::pair<std::string, NamedTensors>>& shards) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  MEGATRON_CHECK(!ec, root, ": cannot create the folder (", ec.message(), ")");
+  const std::string final_dir = iteration_folder(root, common.iteration);
+  MEGATRON_CHECK(!fs::exists(final_dir), final_dir, " already exists; choose a new folder");
+  TemporaryFolder temp(final_dir + ".tmp." + std::to_string(::getpid()));
+  for (const auto& [shard, tensors] : shards) {
+    const fs::path dir = fs::path(temp.path()) / shard;
+    fs::create_directories(dir);
+    ShardWriter writer;
+    writer.shard = shard;
+    nlohmann::json meta = detail::meta_without_files(common, writer);
+    meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
+    write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+  }
+  fs::rename(temp.path(), final_dir);
+  temp.release();
+  fsync_parent_folder(final_dir);
+  write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(common.iteration));
 }
 
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard) {

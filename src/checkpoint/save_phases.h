@@ -27,6 +27,8 @@ struct SaveInProgress {
   std::string error;  // this rank's failure, reported by commit_save on every rank
 };
 
+// meta.json's contents for `state` as `writer` saves it, without the "files" digests.
+nlohmann::json meta_without_files(const CheckpointState& state, const ShardWriter& writer);
 // Collective over the world: rank 0 creates the temporary folder; everyone learns its name.
 SaveInProgress begin_save(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
                           const parallel::ParallelContext& pc);

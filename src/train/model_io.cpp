@@ -8,13 +8,18 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/safetensors.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/parallel/pipeline_layout.h"
+#include "megatron/tokenizer/tokenizer.h"
 #include "trainer_parts.h"
 
 namespace megatron::train {
@@ -45,6 +50,49 @@ Qkv split_qkv(const at::Tensor& w, const model::ModelConfig& c) {
     return g.narrow(1, begin, count).reshape(shape).contiguous();
   };
   return {rows(0, per * hn, ng * per), rows(per * hn, hn, ng), rows((per + 1) * hn, hn, ng)};
+}
+
+// Inverse of split_qkv.
+at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const model::ModelConfig& c) {
+  const std::int64_t ng = c.num_query_groups, hn = c.kv_channels, per = c.num_attention_heads / ng;
+  const auto rest = q.sizes().slice(1).vec();
+  auto grouped = [&](const at::Tensor& t, std::int64_t rows) {
+    std::vector<std::int64_t> shape{ng, rows};
+    shape.insert(shape.end(), rest.begin(), rest.end());
+    return t.reshape(shape);
+  };
+  std::vector<std::int64_t> shape{c.qkv_size()};
+  shape.insert(shape.end(), rest.begin(), rest.end());
+  return at::cat({grouped(q, per * hn), grouped(k, hn), grouped(v, hn)}, 1).reshape(shape).contiguous();
+}
+
+// Every tensor of an HF folder (one model.safetensors, or the shards its index names), as fp32.
+std::map<std::string, at::Tensor> read_hf_tensors(const fs::path& dir) {
+  std::vector<std::string> files;
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_text_file(index.string(), "HF index"));
+      std::set<std::string> unique;
+      for (const auto& [name, file] : j.at("weight_map").items()) unique.insert(file.get<std::string>());
+      files.assign(unique.begin(), unique.end());
+    } catch (const nlohmann::json::exception& e) {
+      MEGATRON_FAIL(index.string(), ": not a safetensors index (", e.what(), ")");
+    }
+  } else {
+    MEGATRON_CHECK(fs::exists(dir / "model.safetensors"), dir.string(),
+                   " has neither model.safetensors nor model.safetensors.index.json (save with "
+                   "save_pretrained(..., safe_serialization=True))");
+    files.push_back("model.safetensors");
+  }
+  std::map<std::string, at::Tensor> out;
+  for (const auto& file : files) {
+    for (auto& [name, t] : checkpoint::read_safetensors((dir / file).string()).tensors) {
+      out[name] = t.to(at::kFloat).contiguous();
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -290,6 +338,242 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
   fs::rename(tmp, target);
   temp.release();
   fsync_parent_folder(dir);
+}
+
+HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
+                   const std::string& vocab_file, const std::string& merge_file) {
+  const fs::path dir(hf_dir);
+  const std::string config_path = (dir / "config.json").string();
+  nlohmann::json hf;
+  try {
+    hf = nlohmann::json::parse(read_text_file(config_path, "HF config"));
+  } catch (const nlohmann::json::exception& e) {
+    MEGATRON_FAIL(config_path, ": not valid JSON (", e.what(), ")");
+  }
+  MEGATRON_CHECK(!fs::exists(fs::path(save_dir) / checkpoint::kTrackerFile), "--save-dir ", save_dir,
+                 " already holds a checkpoint; choose a new folder");
+  const std::string type = hf.value("model_type", "");
+  std::vector<std::string> problems;
+  auto number = [&](const char* key, auto fallback) {
+    using T = decltype(fallback);
+    if (!hf.contains(key) || hf.at(key).is_null()) return fallback;
+    try {
+      return hf.at(key).get<T>();
+    } catch (const nlohmann::json::exception&) {
+      problems.push_back(std::string(key) + ": not a number");
+      return fallback;
+    }
+  };
+  auto str = [](double v) {  // the shortest text that reads back as v
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof(text), v).ptr);
+  };
+  HfImport result;
+  std::vector<std::string> flags;
+  std::int64_t vocab = 0;
+  bool tied = true;
+  if (type == "gpt2") {
+    result.family = HfFamily::kGpt2;
+    const int hidden = number("n_embd", 0);
+    const int heads = number("n_head", 0);
+    const std::string act = hf.value("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu") {
+      problems.push_back("activation_function " + act + ": megatron_train has gelu_new (fused) and gelu (--no-bias-gelu-fusion)");
+    }
+    if (hf.value("scale_attn_by_inverse_layer_idx", false)) problems.push_back("scale_attn_by_inverse_layer_idx: not in Megatron");
+    if (!hf.value("scale_attn_weights", true)) problems.push_back("scale_attn_weights false: Megatron scales by 1/sqrt(d)");
+    if (hf.value("add_cross_attention", false)) problems.push_back("add_cross_attention: a decoder-only GPT has none");
+    vocab = number("vocab_size", std::int64_t{0});
+    tied = hf.value("tie_word_embeddings", true);
+    const int positions = number("n_positions", 1024);
+    flags = {"--num-layers", std::to_string(number("n_layer", 0)), "--hidden-size", std::to_string(hidden),
+             "--ffn-hidden-size", std::to_string(number("n_inner", 4 * hidden)), "--num-attention-heads",
+             std::to_string(heads), "--kv-channels", std::to_string(heads > 0 ? hidden / heads : 0),
+             "--seq-length", std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
+             "--norm-epsilon", str(number("layer_norm_epsilon", 1e-5)), "--hidden-dropout",
+             str(number("resid_pdrop", 0.1)), "--attention-dropout", str(number("attn_pdrop", 0.1)),
+             "--init-method-std", str(number("initializer_range", 0.02))};
+    if (act == "gelu") flags.push_back("--no-bias-gelu-fusion");
+  } else if (type == "llama") {
+    result.family = HfFamily::kLlama;
+    const int hidden = number("hidden_size", 0);
+    const int heads = number("num_attention_heads", 0);
+    const int groups = number("num_key_value_heads", heads);
+    const int head_dim = number("head_dim", heads > 0 ? hidden / heads : 0);
+    double theta = number("rope_theta", 10000.0);
+    if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {
+      const auto& rp = hf.at("rope_parameters");
+      if (rp.value("rope_type", "default") != "default") {
+        problems.push_back("rope_parameters.rope_type " + rp.value("rope_type", "") + ": only plain RoPE is in Megatron's GPT");
+      }
+      if (rp.contains("rope_theta")) theta = rp.at("rope_theta").get<double>();
+    }
+    if (hf.contains("rope_scaling") && !hf.at("rope_scaling").is_null()) {
+      problems.push_back("rope_scaling " + hf.at("rope_scaling").dump() + ": only plain RoPE is in Megatron's GPT");
+    }
+    if (hf.value("hidden_act", "silu") != "silu") problems.push_back("hidden_act " + hf.value("hidden_act", "") + ": SwiGLU is silu");
+    const bool attention_bias = hf.value("attention_bias", false);
+    if (hf.value("mlp_bias", false) != attention_bias) {
+      problems.push_back("attention_bias and mlp_bias differ: Megatron's --disable-bias-linear covers both");
+    }
+    vocab = number("vocab_size", std::int64_t{0});
+    tied = hf.value("tie_word_embeddings", false);
+    const int positions = number("max_position_embeddings", 2048);
+    flags = {"--num-layers", std::to_string(number("num_hidden_layers", 0)), "--hidden-size", std::to_string(hidden),
+             "--ffn-hidden-size", std::to_string(number("intermediate_size", 0)), "--num-attention-heads",
+             std::to_string(heads), "--kv-channels", std::to_string(head_dim), "--seq-length",
+             std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
+             "--position-embedding-type", "rope", "--rotary-base", str(theta), "--normalization", "RMSNorm",
+             "--norm-epsilon", str(number("rms_norm_eps", 1e-6)), "--swiglu", "--attention-dropout",
+             str(number("attention_dropout", 0.0)), "--hidden-dropout", "0", "--init-method-std",
+             str(number("initializer_range", 0.02))};
+    if (groups != heads) {
+      flags.insert(flags.end(), {"--group-query-attention", "--num-query-groups", std::to_string(groups)});
+    }
+    if (!attention_bias) flags.push_back("--disable-bias-linear");
+  } else {
+    problems.push_back("model_type '" + type + "': supported are gpt2 and llama");
+  }
+  if (!tied) flags.push_back("--untie-embeddings-and-output-weights");
+  if (vocab <= 0) problems.push_back("vocab_size: missing");
+  if (!problems.empty()) {
+    std::string message = config_path + ": this model cannot be imported:";
+    for (const auto& p : problems) message += "\n  " + p;
+    MEGATRON_FAIL(message);
+  }
+  // Megatron splits the vocabulary evenly over TP: pad to its usual multiple where needed.
+  result.padded_vocab = vocab % tp == 0 ? vocab : padded_vocab_size(vocab, 128, tp);
+  flags.insert(flags.end(), {"--padded-vocab-size", std::to_string(result.padded_vocab)});
+  result.model_flags = flags;
+
+  // The same resolution as megatron_train's, at this layout, so that --load finds the same shape.
+  std::vector<std::string> argv = flags;
+  argv.insert(argv.end(), {"--lr", "1e-4", "--tensor-model-parallel-size", std::to_string(tp), "--pipeline-model-parallel-size",
+                           std::to_string(pp), "--micro-batch-size", "1", "--train-iters", "1", "--mock-data",
+                           "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", vocab_file, "--merge-file",
+                           merge_file});
+  ParseOptions options;
+  options.world_size = tp * pp;
+  options.support = BuildSupport::everything();
+  const Arguments args = parse_arguments(argv, options);
+  const auto tokenizer = build_run_tokenizer(args);
+  const std::int64_t padded = padded_vocab_size(args, static_cast<std::int64_t>(tokenizer->vocab_size()));
+  model::ModelConfig config = to_model_config(args, padded);
+  config.sequence_parallel = false;
+
+  // HF names to Megatron's full (single-process) parameters.
+  const std::map<std::string, at::Tensor> t = read_hf_tensors(dir);
+  auto take = [&](std::initializer_list<std::string> names) -> at::Tensor {
+    for (const auto& name : names) {
+      const auto it = t.find(name);
+      if (it != t.end()) return it->second;
+    }
+    MEGATRON_FAIL(hf_dir, ": no tensor ", *names.begin(), " in the safetensors files");
+  };
+  auto pad_rows = [&](const at::Tensor& w) {
+    if (w.size(0) == padded) return w;
+    return at::cat({w, at::zeros({padded - w.size(0), w.size(1)})}, 0);
+  };
+  std::vector<std::pair<std::string, at::Tensor>> full;
+  auto put = [&](const std::string& name, const at::Tensor& v) { full.emplace_back(name, v.contiguous()); };
+  auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
+  if (result.family == HfFamily::kGpt2) {
+    auto g = [&](const std::string& rest) { return take({"transformer." + rest, rest}); };
+    put("embedding.word_embeddings.weight", pad_rows(g("wte.weight")));
+    put("embedding.position_embeddings.weight", g("wpe.weight"));
+    for (int i = 0; i < config.num_layers; ++i) {
+      const std::string h = "h." + std::to_string(i) + ".";
+      put(layer(i, "input_layernorm.weight"), g(h + "ln_1.weight"));
+      put(layer(i, "input_layernorm.bias"), g(h + "ln_1.bias"));
+      const auto qkv = g(h + "attn.c_attn.weight").t().chunk(3, 0);  // Conv1D [in, out] -> [q; k; v]
+      put(layer(i, "self_attention.linear_qkv.weight"), join_qkv(qkv[0], qkv[1], qkv[2], config));
+      const auto qkv_bias = g(h + "attn.c_attn.bias").chunk(3, 0);
+      put(layer(i, "self_attention.linear_qkv.bias"), join_qkv(qkv_bias[0], qkv_bias[1], qkv_bias[2], config));
+      put(layer(i, "self_attention.linear_proj.weight"), g(h + "attn.c_proj.weight").t());
+      put(layer(i, "self_attention.linear_proj.bias"), g(h + "attn.c_proj.bias"));
+      put(layer(i, "pre_mlp_layernorm.weight"), g(h + "ln_2.weight"));
+      put(layer(i, "pre_mlp_layernorm.bias"), g(h + "ln_2.bias"));
+      put(layer(i, "mlp.linear_fc1.weight"), g(h + "mlp.c_fc.weight").t());
+      put(layer(i, "mlp.linear_fc1.bias"), g(h + "mlp.c_fc.bias"));
+      put(layer(i, "mlp.linear_fc2.weight"), g(h + "mlp.c_proj.weight").t());
+      put(layer(i, "mlp.linear_fc2.bias"), g(h + "mlp.c_proj.bias"));
+    }
+    put("decoder.final_layernorm.weight", g("ln_f.weight"));
+    put("decoder.final_layernorm.bias", g("ln_f.bias"));
+  } else {
+    put("embedding.word_embeddings.weight", pad_rows(take({"model.embed_tokens.weight"})));
+    for (int i = 0; i < config.num_layers; ++i) {
+      const std::string h = "model.layers." + std::to_string(i) + ".";
+      put(layer(i, "input_layernorm.weight"), take({h + "input_layernorm.weight"}));
+      put(layer(i, "self_attention.linear_qkv.weight"),
+          join_qkv(take({h + "self_attn.q_proj.weight"}), take({h + "self_attn.k_proj.weight"}),
+                   take({h + "self_attn.v_proj.weight"}), config));
+      put(layer(i, "self_attention.linear_proj.weight"), take({h + "self_attn.o_proj.weight"}));
+      put(layer(i, "mlp.linear_fc1.weight"),
+          at::cat({take({h + "mlp.gate_proj.weight"}), take({h + "mlp.up_proj.weight"})}, 0));
+      put(layer(i, "mlp.linear_fc2.weight"), take({h + "mlp.down_proj.weight"}));
+      if (config.add_bias_linear) {
+        put(layer(i, "self_attention.linear_qkv.bias"),
+            join_qkv(take({h + "self_attn.q_proj.bias"}), take({h + "self_attn.k_proj.bias"}),
+                     take({h + "self_attn.v_proj.bias"}), config));
+        put(layer(i, "self_attention.linear_proj.bias"), take({h + "self_attn.o_proj.bias"}));
+        put(layer(i, "mlp.linear_fc1.bias"),
+            at::cat({take({h + "mlp.gate_proj.bias"}), take({h + "mlp.up_proj.bias"})}, 0));
+        put(layer(i, "mlp.linear_fc2.bias"), take({h + "mlp.down_proj.bias"}));
+      }
+      put(layer(i, "pre_mlp_layernorm.weight"), take({h + "post_attention_layernorm.weight"}));
+    }
+    put("decoder.final_layernorm.weight", take({"model.norm.weight"}));
+  }
+  if (!tied) put("output_layer.weight", pad_rows(take({"lm_head.weight"})));
+
+  // Into the single-process model: every name and shape is checked against what it holds.
+  auto comm = parallel::make_single_process_communicator();
+  const parallel::ParallelState state(parallel::ParallelConfig{}, 0);
+  const parallel::ParallelContext pc = parallel::ParallelContext::create(state, *comm);
+  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(0);
+  const model::GptModel model(config, pc, init);
+  load_parameters(model.named_parameters(), full, hf_dir);
+
+  // Each TP x PP rank's shard under the names its stage gives it.
+  const parallel::PipelineLayout split{config.num_layers, pp, 1, std::nullopt, std::nullopt};
+  const auto& params = model.named_parameters();
+  const auto& layouts = model.parameter_layouts();
+  std::vector<std::pair<std::string, checkpoint::NamedTensors>> shards;
+  for (int p = 0; p < pp; ++p) {
+    const auto range = split.layers(p, 0);
+    for (int r = 0; r < tp; ++r) {
+      checkpoint::NamedTensors mine;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const std::string& name = params[i].first;
+        std::string local;
+        if (name.starts_with("embedding.")) {
+          if (p == 0) local = name;
+        } else if (name.starts_with("decoder.layers.")) {
+          const std::size_t start = std::string("decoder.layers.").size();
+          const std::size_t dot = name.find('.', start);
+          const int global = std::stoi(name.substr(start, dot - start));
+          if (global >= range.first && global < range.first + range.count) {
+            local = "decoder.layers." + std::to_string(global - range.first) + name.substr(dot);
+          }
+        } else if (p == pp - 1) {
+          local = name;  // final norm, untied output layer
+        }
+        if (!local.empty()) mine.emplace_back(local, parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
+        // Tied embeddings over several stages: the last one keeps its own copy as the output layer.
+        if (tied && pp > 1 && p == pp - 1 && name == "embedding.word_embeddings.weight") {
+          mine.emplace_back("output_layer.weight", parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
+        }
+      }
+      shards.emplace_back(parallel::ParallelState::checkpoint_shard_name(r, p, pp), std::move(mine));
+    }
+  }
+  checkpoint::CheckpointState common;
+  common.iteration = 0;
+  common.config = nlohmann::json::parse(to_json(args));
+  common.config["padded_vocab_size_resolved"] = padded;
+  checkpoint::save_model_shards(save_dir, common, shards);
+  return result;
 }
 
 }  // namespace megatron::train

@@ -75,6 +75,13 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 // One process, one shard ("mp_rank_00").
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard);
 
+// One process writes a whole model-only checkpoint (converters): every shard folder's
+// model.safetensors and meta.json (counters and config from `common`, no optimizer or RNG state)
+// into iter_XXXXXXX.tmp.<pid>/, renamed into place, then the tracker. An existing iteration folder
+// is refused.
+void save_model_shards(const std::string& root, const CheckpointState& common,
+                       const std::vector<std::pair<std::string, NamedTensors>>& shards);
+
 // Creates <root> and locks <root>/.lock against a second run saving there (held until the
 // returned lock is destroyed or the process ends); throws naming the process holding it.
 std::unique_ptr<OutputLock> lock_save_folder(const std::string& root);

@@ -68,4 +68,20 @@ HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::str
 void write_hf_folder(const std::string& dir, const HfExport& model, const std::string& vocab_file,
                      const std::string& merge_file, std::int64_t model_max_length, std::uint64_t max_shard_bytes);
 
+// The other way: a HuggingFace GPT-2 or Llama folder (config.json, model.safetensors or shards with
+// an index; as transformers' save_pretrained writes them) becomes a model-only checkpoint in
+// <save_dir> for tensor-parallel `tp` x pipeline-parallel `pp` (iteration 0, no optimizer or RNG
+// state: continue pretraining from it with --load and --finetune, or --no-load-optim
+// --no-load-rng). The vocabulary is padded with zero rows to a multiple of `tp` where needed
+// (Megatron's make-vocab-size-divisible-by x TP). Returns the megatron_train model flags that
+// match it (the shape flags --load compares, plus dropout and init). Throws megatron::Error
+// naming every HF setting that has no megatron_train equivalent.
+struct HfImport {
+  HfFamily family = HfFamily::kGpt2;
+  std::vector<std::string> model_flags;
+  std::int64_t padded_vocab = 0;
+};
+HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
+                   const std::string& vocab_file, const std::string& merge_file);
+
 }  // namespace megatron::train

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# HuggingFace export (issue 13, items 1 and 5): models of both families trained by megatron_train
-# and exported by convert_checkpoint load in transformers (its own from_pretrained, CPU, fp32) and
-# give the logits our model gives, within 1e-5: GPT-2 (tied; untied with erf GeLU and no biases;
-# sharded files with an index) and Llama (GQA untied without biases; tied with biases), and a
-# Llama trained at TP2 x PP2 under mpirun. A mix neither family holds is refused by name and
-# leaves nothing behind. Called with lib.sh's six arguments (megatron_train's path last), then
+# HuggingFace export and import (issue 13, items 1, 2 and 5). Export: models of both families
+# trained by megatron_train and exported by convert_checkpoint load in transformers (its own
+# from_pretrained, CPU, fp32) and give the logits our model gives, within 1e-5: GPT-2 (tied;
+# untied with erf GeLU and no biases; sharded files with an index) and Llama (GQA untied without
+# biases; tied with biases), and a Llama trained at TP2 x PP2 under mpirun. A mix neither family
+# holds is refused by name and leaves nothing behind. Import: randomly initialised transformers
+# models of both families become TP2 x PP2 checkpoints whose logits (our model, resharded to one
+# process) equal transformers'; megatron_train loads the Llama one at TP2 x PP2 as it is and trains
+# on; exporting an import gives back the original tensors. Called with lib.sh's six arguments (megatron_train's path last), then
 # convert_checkpoint's, model_logits' and tests/mpirun.sh's paths; MEGATRON_PYTHON must have
 # transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
@@ -81,3 +84,46 @@ compgen -G "$WORK/mix.hf.tmp.*" >/dev/null && fail "a temporary was left"
 assert_fails_with "already exists" "$CONVERT" --model-type GPT --loader megatron --saver hf \
   --load-dir "$WORK/gpt2.ckpt" --save-dir "$WORK/gpt2.hf"
 ok "refused"
+
+step "import: random transformers GPT-2 and Llama models to TP2 x PP2 checkpoints, same logits"
+for fam in gpt2 llama; do
+  assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" "$fam" "$WORK/$fam.orig"
+  assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/$fam.orig" \
+    --save-dir "$WORK/$fam.imported" --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 \
+    --vocab-file "$VOCAB" --merge-file "$MERGES"
+  cp "$WORK/out.txt" "$WORK/$fam.import.txt"
+  [[ -d $WORK/$fam.imported/iter_0000000/mp_rank_01_001 ]] || fail "$fam: no TP2 x PP2 shard folders"
+  assert_succeeds "$LOGITS" "$WORK/$fam.imported" "$WORK/$fam.imported.logits" "${IDS[@]}"
+  class=GPT2LMHeadModel
+  [[ $fam == llama ]] && class=LlamaForCausalLM
+  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$fam.orig" "$WORK/$fam.imported.logits" "$class" "${IDS[@]}"
+  ok "$(tail -1 "$WORK/out.txt")"
+done
+
+step "megatron_train loads the imported Llama at TP2 x PP2 without resharding and trains on"
+read -ra flags < <(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
+  "$WORK/llama.import.txt")
+[[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/llama.import.txt"; fail "no megatron_train flags printed"; }
+assert_succeeds mpi 4 "${flags[@]}" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --load "$WORK/llama.imported" --finetune --micro-batch-size 1 --global-batch-size 2 --lr 1e-4 --train-iters 3 \
+  --data-path "$GOLDEN" --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 --eval-iters 0
+grep -q "successfully loaded checkpoint from $WORK/llama.imported" "$WORK/out.txt" || fail "no load line"
+grep -q "resharding" "$WORK/out.txt" && fail "the imported checkpoint was resharded: its layout is not TP2 x PP2"
+grep -q "iteration        3/       3" "$WORK/out.txt" || fail "training did not go on"
+ok "loaded as saved and trained 3 iterations"
+
+step "exporting the imported Llama gives back the original tensors"
+assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/llama.imported" \
+  --save-dir "$WORK/llama.back"
+assert_succeeds "$PY" - "$WORK/llama.orig" "$WORK/llama.back" <<'PY'
+import sys
+import torch
+from safetensors.torch import load_file
+a, b = load_file(sys.argv[1] + "/model.safetensors"), load_file(sys.argv[2] + "/model.safetensors")
+assert sorted(a) == sorted(b), (sorted(set(a) ^ set(b)))
+for name in a:
+    x, y = a[name], b[name][: a[name].shape[0]] if "embed" in name or "lm_head" in name else b[name]
+    assert torch.equal(x, y), name
+print(f"{len(a)} tensors equal")
+PY
+ok "$(tail -1 "$WORK/out.txt")"

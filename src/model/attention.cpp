@@ -6,6 +6,7 @@
 // (QK^T, the causal softmax op, dropout, PV); neither repeats K and V across the query heads of a
 // group. Attention dropout draws from the model-parallel stream on both paths.
 #include <cmath>
+#include <limits>
 
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/attention_ops.h"
@@ -142,6 +143,41 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
   const at::Tensor context = config_.recompute_granularity == RecomputeGranularity::kSelective && ctx.training
                                  ? recompute(attend, qkv, {ctx.model_parallel_gen})
                                  : attend(qkv);
+  return {linear_proj_.forward(context), linear_proj_.bias()};
+}
+
+std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor& x, at::Tensor& keys,
+                                                                at::Tensor& values) const {
+  const at::Tensor qkv = linear_qkv_.forward(x);
+  const int64_t np = local_heads_, ng = local_groups_, hn = config_.kv_channels, per_group = np / ng;
+  const int64_t s = qkv.size(0), b = qkv.size(1);
+  const int64_t past = keys.defined() ? keys.size(0) : 0;
+  const auto parts = qkv.view({s, b, ng, (per_group + 2) * hn}).split_with_sizes({per_group * hn, hn, hn}, -1);
+  at::Tensor q = parts[0].reshape({s, b, np, hn});
+  at::Tensor k = parts[1].contiguous();
+  if (config_.position_embedding == PositionEmbedding::kRope) {
+    // The angles of positions [past, past + s).
+    const at::Tensor freqs = kernels::rope_freqs(past + s, config_.rotary_dim(), config_.rotary_base,
+                                                 config_.rotary_interleaved, qkv.device())
+                                 .narrow(0, past, s)
+                                 .contiguous();
+    q = apply_rotary(q, freqs);
+    k = apply_rotary(k, freqs);
+  }
+  keys = past > 0 ? at::cat({keys, k}, 0) : k;
+  values = past > 0 ? at::cat({values, parts[2]}, 0) : parts[2].contiguous();
+  const int64_t total = past + s;
+  // [b, np, s, hn] x [b, np, hn, total]: each group's keys serve its query heads.
+  const at::Tensor qb = q.permute({1, 2, 0, 3});
+  const at::Tensor kb = keys.repeat_interleave(per_group, 2).permute({1, 2, 3, 0});
+  const at::Tensor vb = values.repeat_interleave(per_group, 2).permute({1, 2, 0, 3});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
+  at::Tensor scores = at::matmul(qb, kb).to(at::kFloat) * scale;  // softmax in fp32, as Megatron's
+  const at::Tensor key_pos = at::arange(total, at::TensorOptions().dtype(at::kLong).device(x.device()));
+  const at::Tensor query_pos = at::arange(past, total, at::TensorOptions().dtype(at::kLong).device(x.device()));
+  scores = scores.masked_fill(key_pos.view({1, total}) > query_pos.view({s, 1}), -std::numeric_limits<float>::infinity());
+  const at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
+  const at::Tensor context = at::matmul(probs, vb).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
   return {linear_proj_.forward(context), linear_proj_.bias()};
 }
 

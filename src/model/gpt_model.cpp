@@ -172,4 +172,21 @@ at::Tensor GptModel::forward(const at::Tensor& tokens, const at::Tensor& positio
   return parallel::vocab_parallel_cross_entropy(logits, labels.transpose(0, 1), *pc_).transpose(0, 1);
 }
 
+at::Tensor GptModel::forward_cached(const at::Tensor& tokens, KvCache& cache) const {
+  MEGATRON_CHECK(pre_process_ && post_process_ && pc_->state->tp() == 1,
+                 "cached inference needs the whole model in one process (one stage, tensor-parallel size 1)");
+  const std::int64_t past = cache.length();
+  const std::int64_t s = tokens.size(1);
+  MEGATRON_CHECK(!position_embeddings_.defined() || past + s <= config_.max_position_embeddings, "position ",
+                 past + s - 1, " is past --max-position-embeddings ", config_.max_position_embeddings);
+  cache.keys.resize(layers_.size());
+  cache.values.resize(layers_.size());
+  const at::Tensor positions =
+      at::arange(past, past + s, at::TensorOptions().dtype(at::kLong).device(tokens.device())).unsqueeze(0);
+  at::Tensor hidden = embed(tokens, positions.expand({tokens.size(0), s}), ForwardContext{false});  // [s, b, h]
+  for (std::size_t i = 0; i < layers_.size(); ++i) hidden = layers_[i].forward_cached(hidden, cache.keys[i], cache.values[i]);
+  hidden = final_layernorm_->forward(hidden);
+  return at::matmul(hidden, output_weight_.t()).transpose(0, 1).contiguous();  // [b, s, V]
+}
+
 }  // namespace megatron::model

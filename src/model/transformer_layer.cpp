@@ -116,6 +116,13 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask
   return h + bias_dropout(mlp, mlp_bias);
 }
 
+at::Tensor TransformerLayer::forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const {
+  auto [attn, attn_bias] = self_attention_.forward_cached(input_layernorm_.forward(x), keys, values);
+  const auto [normed, h] = pre_mlp_layernorm_.forward(attn_bias.defined() ? attn + attn_bias : attn, x);
+  auto [mlp, mlp_bias] = mlp_.forward(normed);
+  return h + (mlp_bias.defined() ? mlp + mlp_bias : mlp);
+}
+
 void TransformerLayer::collect(const std::string& prefix, ParameterList& out) const {
   input_layernorm_.collect(prefix + "input_layernorm.", out);
   self_attention_.collect(prefix + "self_attention.", out);

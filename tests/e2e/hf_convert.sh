@@ -14,6 +14,7 @@ set -uo pipefail
 CONVERT=$(realpath "${7:?"usage: $0 <lib.sh's six arguments> CONVERT_CHECKPOINT MODEL_LOGITS MPIEXEC"}")
 LOGITS=$(realpath "${8:?model_logits}")
 MPIEXEC=$(realpath "${9:?tests/mpirun.sh}")
+GENERATE=$(realpath "${10:?generate}")
 set -- "${@:1:6}"
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -74,6 +75,30 @@ check llama22 LlamaForCausalLM
 assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/llama22.ckpt" \
   --save-dir "$WORK/again.hf"
 grep -q "tensor-parallel 2 x pipeline-parallel 2" "$WORK/out.txt" || fail "the export did not read the TP2 x PP2 layout"
+
+step "generation: greedy tokens equal transformers' generate on the export; seeds and top-k behave"
+for name in gpt2 llama; do
+  assert_succeeds "$GENERATE" --load "$WORK/$name.ckpt" --prompt "The quick brown fox jumps" --max-new-tokens 16 \
+    --greedy --print-token-ids
+  grep -q "^The quick brown fox jumps" "$WORK/out.txt" || fail "$name: the text does not start with the prompt"
+  prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
+  ours=$(sed -n 's/^generated token ids: //p' "$WORK/err.txt")
+  # shellcheck disable=SC2086  # the ids are separate arguments
+  theirs=$("$PY" "$(dirname "$0")/hf_generate.py" "$WORK/$name.hf" 50257 16 $prompt_ids 2>/dev/null | tail -1)
+  [[ -n $ours && $ours == "$theirs" ]] || fail "$name: ours '$ours', transformers '$theirs'"
+  ok "$name: $(wc -w <<<"$ours") greedy tokens equal transformers' ($ours)"
+done
+sampled() {  # sampled FLAGS...: the generated ids of a sampled run of the Llama checkpoint
+  "$GENERATE" --load "$WORK/llama.ckpt" --prompt "The quick brown fox" --max-new-tokens 12 --ignore-eod \
+    --print-token-ids "$@" 2>&1 >/dev/null | sed -n 's/^generated token ids: //p'
+}
+a=$(sampled --seed 7 --top-p 0.9)
+[[ $(wc -w <<<"$a") -eq 12 ]] || fail "expected 12 sampled tokens, got '$a'"
+[[ $a == "$(sampled --seed 7 --top-p 0.9)" ]] || fail "the same seed gave different tokens"
+[[ $a != "$(sampled --seed 8 --top-p 0.9)" ]] || fail "seeds 7 and 8 gave the same 12 tokens"
+[[ $(sampled --top-k 1 --seed 5) == "$(sampled --greedy)" ]] || fail "--top-k 1 differs from --greedy"
+assert_fails_with "cannot both be set" "$GENERATE" --load "$WORK/llama.ckpt" --prompt x --top-k 3 --top-p 0.5
+ok "seeded sampling repeats, seeds differ, top-k 1 is greedy, top-k with top-p refused"
 
 step "a model neither family holds is refused by name, and nothing is written"
 train mix --position-embedding-type rope

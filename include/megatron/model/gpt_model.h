@@ -55,6 +55,15 @@ class GptModel {
   // [s, b, h] ([s/tp, b, h] under sequence parallelism), also the shape set_input_tensor takes.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& mask,
                      const at::Tensor& labels, const ForwardContext& ctx) const;
+  // Inference with a key/value cache, for a whole model in one process (first and last stage, TP
+  // 1): tokens [b, s_new] continue the sequence `cache` holds (positions from cache.length());
+  // returns their logits [b, s_new, V] (fp32 when the model is) and extends the cache. An empty
+  // cache takes the prompt; then one token per step costs one step.
+  struct KvCache {
+    std::vector<at::Tensor> keys, values;  // per layer: [length, b, ng, hn]
+    std::int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(0); }
+  };
+  at::Tensor forward_cached(const at::Tensor& tokens, KvCache& cache) const;
   void set_input_tensor(const at::Tensor& hidden) { input_tensor_ = hidden; }
 
   // Every parameter with its Megatron name, in a fixed order.

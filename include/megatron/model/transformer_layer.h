@@ -67,6 +67,11 @@ class SelfAttention {
   // shaped like x, and the bias (may be undefined).
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& mask,
                                             const ForwardContext& ctx) const;
+  // Inference with a key/value cache (one process, no dropout): x [s_new, b, h] holds the tokens
+  // at positions [past, past + s_new), where past = keys.size(0) (undefined keys: none yet). Their
+  // keys and values are appended to `keys` / `values` ([past, b, ng, hn]); each new token attends
+  // to every cached one and to the new ones up to itself.
+  std::pair<at::Tensor, at::Tensor> forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const;
   void collect(const std::string& prefix, ParameterList& out) const;
 
  private:
@@ -109,6 +114,8 @@ class TransformerLayer {
   TransformerLayer(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
                    bool sequence_parallel, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const;
+  // The same layer over new tokens with this layer's key/value cache (SelfAttention::forward_cached).
+  at::Tensor forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const;
   void collect(const std::string& prefix, ParameterList& out) const;
 
  private:

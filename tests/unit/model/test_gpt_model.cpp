@@ -127,6 +127,47 @@ TEST(GptModel, MatchesPlainPyTorchInterleavedPartialRotaryMqa) {
   expect_matches_reference(c);
 }
 
+// The key/value-cache path (generation) is a separate implementation of attention: a prompt in one
+// step and then one token per step must give the logits of the full causal forward (itself
+// checked against plain PyTorch above), for learned positions, RoPE with GQA, and partial
+// interleaved rotary with MQA.
+void expect_cached_matches_full(const ModelConfig& c) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const GptModel model(c, parallel::single_process_context(), gen);
+  at::NoGradGuard no_grad;
+  const at::Tensor tokens = at::randint(c.padded_vocab_size, {2, 12}, gen, at::kLong);
+  const at::Tensor positions = at::arange(12, at::kLong).unsqueeze(0).expand({2, 12});
+  const at::Tensor full = model.forward(tokens, positions, at::Tensor(), at::Tensor(), ForwardContext{false});
+  const double tol = 1e-5 * full.abs().max().item<double>();
+  GptModel::KvCache cache;
+  const at::Tensor prompt = model.forward_cached(tokens.narrow(1, 0, 5), cache);
+  EXPECT_EQ(cache.length(), 5);
+  EXPECT_LE((prompt - full.narrow(1, 0, 5)).abs().max().item<double>(), tol);
+  for (int t = 5; t < 12; ++t) {
+    const at::Tensor step = model.forward_cached(tokens.narrow(1, t, 1), cache);
+    EXPECT_LE((step - full.narrow(1, t, 1)).abs().max().item<double>(), tol) << "position " << t;
+  }
+  EXPECT_EQ(cache.length(), 12);
+}
+
+TEST(GptModel, CachedInferenceMatchesTheFullForward) {
+  expect_cached_matches_full(tiny_config());
+  ModelConfig rope = tiny_config();
+  rope.position_embedding = PositionEmbedding::kRope;
+  rope.normalization = Normalization::kRmsNorm;
+  rope.swiglu = true;
+  rope.num_query_groups = 2;
+  rope.untie_embeddings_and_output_weights = true;
+  rope.add_bias_linear = false;
+  expect_cached_matches_full(rope);
+  ModelConfig mqa = tiny_config();
+  mqa.position_embedding = PositionEmbedding::kRope;
+  mqa.rotary_interleaved = true;
+  mqa.rotary_percent = 0.5;
+  mqa.num_query_groups = 1;
+  expect_cached_matches_full(mqa);
+}
+
 TEST(GptModel, HasMegatronParameterNamesAndCount) {
   ModelConfig c = tiny_config();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);

@@ -1,0 +1,102 @@
+// generate: text from a checkpoint of any TP x PP layout (loaded into one process), streamed as it
+// is produced. Megatron's sampling: --greedy, or --temperature with --top-k or --top-p, --seed;
+// stops after --max-new-tokens (Megatron's tokens_to_generate) or at the end-of-document token.
+// The prompt comes from --prompt or standard input. Long flags may be abbreviated.
+//   build/tools/generate --load checkpoints/gpt --prompt "The quick brown fox" --max-new-tokens 40 --top-k 40
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "abbreviated_cli.h"
+#include "megatron/core/check.h"
+#include "megatron/core/tool_main.h"
+#include "megatron/tokenizer/tokenizer.h"
+#include "megatron/train/model_io.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Generate text from a megatron-cpp checkpoint", "generate"};
+  app.allow_extras();
+  std::string load, prompt, vocab_file, merge_file;
+  std::int64_t iteration = -1;
+  bool print_ids = false;
+  bool ignore_eod = false;
+  megatron::train::SamplingOptions o;
+  app.add_option("--load", load, "Checkpoint folder (its latest iteration)")->required();
+  app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
+  CLI::Option* prompt_option = app.add_option("--prompt", prompt, "Text to continue (default: standard input)");
+  app.add_option("--max-new-tokens,--tokens-to-generate", o.max_new_tokens, "Tokens to generate at most")
+      ->capture_default_str();
+  app.add_flag("--greedy", o.greedy, "Always take the most likely token");
+  app.add_option("--temperature", o.temperature, "Divide the logits by this before sampling")->capture_default_str();
+  app.add_option("--top-k", o.top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
+  app.add_option("--top-p", o.top_p, "Sample among the most likely tokens holding probability p (0: off)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Random seed of the sampling")->capture_default_str();
+  app.add_flag("--ignore-eod", ignore_eod, "Go on past the end-of-document token");
+  app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's)");
+  app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
+  app.add_flag("--print-token-ids", print_ids, "Also print the prompt's and the new token ids on standard error");
+  std::vector<std::string> notes;
+  std::vector<std::string> problems;
+  try {
+    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);
+  } catch (const CLI::ParseError& e) {
+    return megatron::tools::usage_error(app, e);
+  }
+  for (const auto& note : notes) std::fprintf(stderr, "generate: %s\n", note.c_str());
+  if (o.max_new_tokens < 1) problems.push_back("--max-new-tokens must be >= 1");
+  if (!(o.temperature > 0.0)) problems.push_back("--temperature must be > 0 (use --greedy for the most likely token)");
+  if (o.top_k < 0) problems.push_back("--top-k must be >= 0");
+  if (o.top_p < 0.0 || o.top_p > 1.0) problems.push_back("--top-p must be in [0, 1]");
+  if (o.top_k > 0 && o.top_p > 0.0) problems.push_back("--top-k and --top-p cannot both be set (as in Megatron)");
+  if (o.greedy && (o.top_k > 0 || o.top_p > 0.0)) problems.push_back("--greedy cannot be combined with --top-k or --top-p");
+  megatron::throw_if_problems("invalid command line", problems);
+  o.stop_at_eod = !ignore_eod;
+  if (prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+
+  const megatron::train::LoadedModel loaded =
+      megatron::train::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+  if (vocab_file.empty()) vocab_file = loaded.args.tokenizer.vocab_file.value_or("");
+  if (merge_file.empty()) merge_file = loaded.args.tokenizer.merge_file.value_or("");
+  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
+                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
+  megatron::tokenizer::TokenizerOptions options;
+  options.vocab_file = vocab_file;
+  options.merge_file = merge_file;
+  const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
+  std::vector<std::int64_t> ids;
+  for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
+  if (ids.empty()) ids.push_back(tokenizer->eod());  // start a new document
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fflush(stdout);
+  const auto eod = tokenizer->eod();
+  const auto produced = megatron::train::generate(
+      *loaded.model, ids, static_cast<std::int64_t>(tokenizer->vocab_size()), eod, o, [&](std::int64_t id) {
+        if (id == eod) return;
+        const std::int32_t one = static_cast<std::int32_t>(id);
+        const std::string text = tokenizer->decode(std::span<const std::int32_t>(&one, 1));
+        std::fwrite(text.data(), 1, text.size(), stdout);  // bytes as they come; UTF-8 may span tokens
+        std::fflush(stdout);
+      });
+  std::printf("\n");
+  if (print_ids) {
+    auto line = [](const char* what, const std::vector<std::int64_t>& v) {
+      std::fprintf(stderr, "%s:", what);
+      for (const auto id : v) std::fprintf(stderr, " %lld", static_cast<long long>(id));
+      std::fprintf(stderr, "\n");
+    };
+    line("prompt token ids", ids);
+    line("generated token ids", produced);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return megatron::run_tool("generate", [&] { return run(argc, argv); });
+}

@@ -125,6 +125,19 @@ for fam in gpt2 llama; do
   ok "$(tail -1 "$WORK/out.txt")"
 done
 
+step "generation from the imports (random weights: varied tokens) equals transformers' on the originals"
+for fam in gpt2 llama; do
+  assert_succeeds "$GENERATE" --load "$WORK/$fam.imported" --prompt "Once upon a time" --max-new-tokens 24 --greedy \
+    --ignore-eod --print-token-ids
+  prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
+  ours=$(sed -n 's/^generated token ids: //p' "$WORK/err.txt")
+  # shellcheck disable=SC2086  # the ids are separate arguments
+  theirs=$("$PY" "$(dirname "$0")/hf_generate.py" "$WORK/$fam.orig" 50257 24 $prompt_ids 2>/dev/null | tail -1)
+  [[ -n $ours && $ours == "$theirs" ]] || fail "$fam: ours '$ours', transformers '$theirs'"
+  [[ $(tr ' ' '\n' <<<"$ours" | sort -u | wc -l) -gt 4 ]] || fail "$fam: too few distinct tokens to tell anything: $ours"
+  ok "$fam: 24 greedy tokens equal transformers' ($ours)"
+done
+
 step "megatron_train loads the imported Llama at TP2 x PP2 without resharding and trains on"
 read -ra flags < <(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
   "$WORK/llama.import.txt")

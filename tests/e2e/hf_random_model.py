@@ -13,12 +13,13 @@ def main() -> int:
     if family == "gpt2":
         config = transformers.GPT2Config(vocab_size=50257, n_positions=64, n_embd=64, n_layer=4, n_head=4,
                                          activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
-                                         attn_pdrop=0.0)
+                                         attn_pdrop=0.0, initializer_range=0.3)
         model = transformers.GPT2LMHeadModel(config)
     else:
         config = transformers.LlamaConfig(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                          rope_theta=20000.0, tie_word_embeddings=False)
+                                          rope_theta=20000.0, tie_word_embeddings=False,
+                                          initializer_range=0.3)
         model = transformers.LlamaForCausalLM(config)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -120,7 +120,8 @@ int run(int argc, char** argv) {
   const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
   const auto family = megatron::train::hf_family_of(loaded.config);
   const megatron::train::HfExport out =
-      megatron::train::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(), type);
+      megatron::train::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
+                             static_cast<std::int64_t>(tokenizer->vocab_size()), type);
   megatron::train::write_hf_folder(save_dir, out, vocab_file, merge_file, loaded.config.seq_length, shard_bytes);
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",

@@ -165,9 +165,13 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   MEGATRON_FAIL(message);
 }
 
-HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, at::ScalarType dtype) {
+HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,
+               at::ScalarType dtype) {
   HfExport out;
   out.family = hf_family_of(c);
+  MEGATRON_CHECK(vocab_size > 0 && vocab_size <= c.padded_vocab_size, "the tokenizer has ", vocab_size,
+                 " tokens but the model's vocabulary has ", c.padded_vocab_size,
+                 " rows: this checkpoint was trained with another tokenizer (--vocab-file)");
   std::map<std::string, at::Tensor> p;
   for (const auto& [name, t] : params) p.emplace(name, t.detach());
   const bool tied = !c.untie_embeddings_and_output_weights;
@@ -175,9 +179,10 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
     out.tensors.emplace_back(name, t.to(dtype).contiguous());
   };
   auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
+  auto vocab_rows = [&](const char* name) { return get(p, name).narrow(0, 0, vocab_size); };
   const std::string dtype_name = dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
   if (out.family == HfFamily::kGpt2) {
-    put("transformer.wte.weight", get(p, "embedding.word_embeddings.weight"));
+    put("transformer.wte.weight", vocab_rows("embedding.word_embeddings.weight"));
     put("transformer.wpe.weight", get(p, "embedding.position_embeddings.weight"));
     for (int i = 0; i < c.num_layers; ++i) {
       const std::string h = "transformer.h." + std::to_string(i) + ".";
@@ -202,10 +207,10 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
     }
     put("transformer.ln_f.weight", get(p, "decoder.final_layernorm.weight"));
     put("transformer.ln_f.bias", get(p, "decoder.final_layernorm.bias"));
-    if (!tied) put("lm_head.weight", get(p, "output_layer.weight"));
+    if (!tied) put("lm_head.weight", vocab_rows("output_layer.weight"));
     out.config = {{"architectures", {"GPT2LMHeadModel"}},
                   {"model_type", "gpt2"},
-                  {"vocab_size", c.padded_vocab_size},
+                  {"vocab_size", vocab_size},
                   {"n_positions", c.max_position_embeddings},
                   {"n_ctx", c.max_position_embeddings},
                   {"n_embd", c.hidden_size},
@@ -226,7 +231,7 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
                   {"tie_word_embeddings", tied},
                   {"dtype", dtype_name}};
   } else {
-    put("model.embed_tokens.weight", get(p, "embedding.word_embeddings.weight"));
+    put("model.embed_tokens.weight", vocab_rows("embedding.word_embeddings.weight"));
     for (int i = 0; i < c.num_layers; ++i) {
       const std::string h = "model.layers." + std::to_string(i) + ".";
       put(h + "input_layernorm.weight", get(p, layer(i, "input_layernorm.weight")));
@@ -253,10 +258,10 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
       put(h + "post_attention_layernorm.weight", get(p, layer(i, "pre_mlp_layernorm.weight")));
     }
     put("model.norm.weight", get(p, "decoder.final_layernorm.weight"));
-    if (!tied) put("lm_head.weight", get(p, "output_layer.weight"));
+    if (!tied) put("lm_head.weight", vocab_rows("output_layer.weight"));
     out.config = {{"architectures", {"LlamaForCausalLM"}},
                   {"model_type", "llama"},
-                  {"vocab_size", c.padded_vocab_size},
+                  {"vocab_size", vocab_size},
                   {"hidden_size", c.hidden_size},
                   {"intermediate_size", c.ffn_hidden_size},
                   {"num_hidden_layers", c.num_layers},

@@ -57,9 +57,11 @@ struct HfExport {
 };
 
 // Megatron's full (single-process) parameters under HF's names and layouts. `eod` is the
-// tokenizer's end-of-document id (bos, eos and pad in the generation defaults).
+// tokenizer's end-of-document id (bos, eos and pad in the generation defaults). The embedding and
+// output rows are cut to `vocab_size`, the tokenizer's own size, dropping Megatron's padding (rows
+// no token id reaches), as HF's Megatron converters do; config.json says vocab_size = `vocab_size`.
 HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::string, at::Tensor>>& params,
-               std::int64_t eod, at::ScalarType dtype = at::kFloat);
+               std::int64_t eod, std::int64_t vocab_size, at::ScalarType dtype = at::kFloat);
 
 // Writes an HF model folder: config.json, generation_config.json, model.safetensors (or
 // model-0000K-of-0000N.safetensors + model.safetensors.index.json past `max_shard_bytes`), and the

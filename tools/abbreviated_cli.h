@@ -8,7 +8,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,21 @@ inline std::vector<std::string> parse_abbreviated(CLI::App& app, int argc, const
 inline int usage_error(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
   throw_error("invalid command line: " + std::string(e.what()) + "; run with --help for the flags");
+}
+
+// The whole command line of a simple tool: parse_abbreviated, the notes printed on standard error
+// as "<tool>: note", the problems appended to `problems` (the caller adds its own, then throws them
+// together). Returns an exit status when the tool must stop here (--help: 0); throws on a usage error.
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, const char* const* argv, const char* tool,
+                                             std::vector<std::string>& problems) {
+  std::vector<std::string> notes;
+  try {
+    for (auto& problem : parse_abbreviated(app, argc, argv, notes)) problems.push_back(std::move(problem));
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e);
+  }
+  for (const auto& note : notes) std::fprintf(stderr, "%s: %s\n", tool, note.c_str());
+  return std::nullopt;
 }
 
 }  // namespace megatron::tools

@@ -66,14 +66,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
       ->capture_default_str();
-  std::vector<std::string> notes;
   std::vector<std::string> problems;
-  try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);
-  } catch (const CLI::ParseError& e) {
-    return megatron::tools::usage_error(app, e);
-  }
-  for (const auto& note : notes) std::fprintf(stderr, "convert_checkpoint: %s\n", note.c_str());
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) return *status;
   if (model_type != "GPT") problems.push_back("--model-type " + model_type + ": only GPT is supported");
   const bool to_hf = loader == "megatron" && saver == "hf";
   const bool from_hf = loader == "hf" && saver == "megatron";

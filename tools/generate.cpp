@@ -40,14 +40,8 @@ int run(int argc, char** argv) {
   app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's)");
   app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
   app.add_flag("--print-token-ids", print_ids, "Also print the prompt's and the new token ids on standard error");
-  std::vector<std::string> notes;
   std::vector<std::string> problems;
-  try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);
-  } catch (const CLI::ParseError& e) {
-    return megatron::tools::usage_error(app, e);
-  }
-  for (const auto& note : notes) std::fprintf(stderr, "generate: %s\n", note.c_str());
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "generate", problems)) return *status;
   if (o.max_new_tokens < 1) problems.push_back("--max-new-tokens must be >= 1");
   if (!(o.temperature > 0.0)) problems.push_back("--temperature must be > 0 (use --greedy for the most likely token)");
   if (o.top_k < 0) problems.push_back("--top-k must be >= 0");

@@ -27,13 +27,7 @@ int run(int argc, char** argv) {
       ->required();
   app.add_flag("--multimodal", multimodal, "Merge multimodal datasets (not supported yet)");
   std::vector<std::string> problems;
-  std::vector<std::string> notes;
-  try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes);  // argparse's rules
-  } catch (const CLI::ParseError& e) {
-    return megatron::tools::usage_error(app, e);
-  }
-  for (const auto& note : notes) std::fprintf(stderr, "merge_datasets: %s\n", note.c_str());
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "merge_datasets", problems)) return *status;
   megatron::throw_if_problems("invalid command line", problems);
   MEGATRON_CHECK(!multimodal, "--multimodal: multimodal datasets are not supported yet; only "
                  "text datasets can be merged");

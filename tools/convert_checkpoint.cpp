@@ -103,15 +103,7 @@ int run(int argc, char** argv) {
 
   const megatron::train::LoadedModel loaded =
       megatron::train::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
-  const auto& saved_args = loaded.args.tokenizer;
-  if (vocab_file.empty()) vocab_file = saved_args.vocab_file.value_or("");
-  if (merge_file.empty()) merge_file = saved_args.merge_file.value_or("");
-  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
-                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
-  megatron::tokenizer::TokenizerOptions options;
-  options.vocab_file = vocab_file;
-  options.merge_file = merge_file;
-  const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
+  const auto tokenizer = megatron::train::saved_run_tokenizer(loaded, vocab_file, merge_file);
   const auto family = megatron::train::hf_family_of(loaded.config);
   const megatron::train::HfExport out =
       megatron::train::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),

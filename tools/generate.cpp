@@ -54,14 +54,7 @@ int run(int argc, char** argv) {
 
   const megatron::train::LoadedModel loaded =
       megatron::train::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
-  if (vocab_file.empty()) vocab_file = loaded.args.tokenizer.vocab_file.value_or("");
-  if (merge_file.empty()) merge_file = loaded.args.tokenizer.merge_file.value_or("");
-  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
-                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
-  megatron::tokenizer::TokenizerOptions options;
-  options.vocab_file = vocab_file;
-  options.merge_file = merge_file;
-  const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
+  const auto tokenizer = megatron::train::saved_run_tokenizer(loaded, vocab_file, merge_file);
   std::vector<std::int64_t> ids;
   for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
   if (ids.empty()) ids.push_back(tokenizer->eod());  // start a new document

@@ -134,6 +134,18 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   return out;
 }
 
+std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
+                                                          std::string& merge_file) {
+  if (vocab_file.empty()) vocab_file = loaded.args.tokenizer.vocab_file.value_or("");
+  if (merge_file.empty()) merge_file = loaded.args.tokenizer.merge_file.value_or("");
+  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
+                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
+  tokenizer::TokenizerOptions options;
+  options.vocab_file = vocab_file;
+  options.merge_file = merge_file;
+  return tokenizer::build_tokenizer(options);
+}
+
 HfFamily hf_family_of(const model::ModelConfig& c) {
   const bool rope = c.position_embedding == model::PositionEmbedding::kRope;
   const bool rms = c.normalization == model::Normalization::kRmsNorm;

@@ -22,6 +22,7 @@
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/parallel/parallel_context.h"
+#include "megatron/tokenizer/tokenizer.h"
 #include "megatron/train/arguments.h"
 
 namespace megatron::train {
@@ -43,6 +44,11 @@ struct LoadedModel {
 // Loads <root>'s latest checkpoint (or `iteration`). Throws megatron::Error naming the folder
 // when there is no checkpoint or it lacks its configuration.
 LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
+
+// The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved
+// run's (both filled in, for the caller to copy or print); refused when neither names them.
+std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
+                                                          std::string& merge_file);
 
 enum class HfFamily { kGpt2, kLlama };
 

@@ -75,6 +75,14 @@ int run(int argc, char** argv) {
     problems.push_back("--loader " + loader + " --saver " + saver +
                        ": supported are --loader megatron --saver hf and --loader hf --saver megatron");
   }
+  // Flags of the other direction would be silently without effect: refuse them instead.
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  for (const char* flag : {"--target-tensor-parallel-size", "--target-pipeline-parallel-size"}) {
+    if (to_hf && given(flag)) problems.push_back(std::string(flag) + ": only for --saver megatron");
+  }
+  for (const char* flag : {"--ckpt-iteration", "--hf-dtype", "--max-shard-size"}) {
+    if (from_hf && given(flag)) problems.push_back(std::string(flag) + ": only for --loader megatron --saver hf");
+  }
   if (target_tp < 1) problems.push_back("--target-tensor-parallel-size must be >= 1");
   if (target_pp < 1) problems.push_back("--target-pipeline-parallel-size must be >= 1");
   const at::ScalarType type = dtype == "float32"    ? at::kFloat

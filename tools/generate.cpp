@@ -27,7 +27,7 @@ int run(int argc, char** argv) {
   megatron::train::SamplingOptions o;
   app.add_option("--load", load, "Checkpoint folder (its latest iteration)")->required();
   app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
-  CLI::Option* prompt_option = app.add_option("--prompt", prompt, "Text to continue (default: standard input)");
+  CLI::Option* prompt_option = app.add_option("--prompt", prompt, "Text to continue (default: standard input, less one final newline)");
   app.add_option("--max-new-tokens,--tokens-to-generate", o.max_new_tokens, "Tokens to generate at most")
       ->capture_default_str();
   app.add_flag("--greedy", o.greedy, "Always take the most likely token");
@@ -50,7 +50,13 @@ int run(int argc, char** argv) {
   if (o.greedy && (o.top_k > 0 || o.top_p > 0.0)) problems.push_back("--greedy cannot be combined with --top-k or --top-p");
   megatron::throw_if_problems("invalid command line", problems);
   o.stop_at_eod = !ignore_eod;
-  if (prompt_option->count() == 0) prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+  if (prompt_option->count() == 0) {
+    prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+    // `echo text | generate` ends the prompt with the newline echo adds: drop that one (as the
+    // shell's $(...) would), so that it continues "text" as --prompt "text" does.
+    if (prompt.ends_with("\r\n")) prompt.resize(prompt.size() - 2);
+    else if (prompt.ends_with('\n')) prompt.pop_back();
+  }
 
   const megatron::train::LoadedModel loaded =
       megatron::train::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
@@ -61,14 +67,17 @@ int run(int argc, char** argv) {
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   const auto eod = tokenizer->eod();
+  megatron::tokenizer::TextStream stream(*tokenizer);  // whole characters only, as they complete
+  auto print = [](const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
   const auto produced = megatron::train::generate(
       *loaded.model, ids, static_cast<std::int64_t>(tokenizer->vocab_size()), eod, o, [&](std::int64_t id) {
         if (id == eod) return;
-        const std::int32_t one = static_cast<std::int32_t>(id);
-        const std::string text = tokenizer->decode(std::span<const std::int32_t>(&one, 1));
-        std::fwrite(text.data(), 1, text.size(), stdout);  // bytes as they come; UTF-8 may span tokens
-        std::fflush(stdout);
+        print(stream.add(static_cast<std::int32_t>(id)));
       });
+  print(stream.finish());
   std::printf("\n");
   if (print_ids) {
     auto line = [](const char* what, const std::vector<std::int64_t>& v) {

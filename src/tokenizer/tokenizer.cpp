@@ -16,6 +16,28 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::string TextStream::add(std::int32_t id) {
+  ids_.push_back(id);
+  return take(false);
+}
+
+std::string TextStream::finish() { return take(true); }
+
+std::string TextStream::take(bool last) {
+  // Decoding everything again costs O(length) per token: nothing beside a model's forward step.
+  const std::string text = tokenizer_.decode(ids_);
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::size_t final_bytes = text.size();
+  while (!last && final_bytes >= emitted_ + kReplacement.size() &&
+         std::string_view(text).substr(final_bytes - kReplacement.size()) == kReplacement) {
+    final_bytes -= kReplacement.size();
+  }
+  if (final_bytes <= emitted_) return {};
+  std::string piece = text.substr(emitted_, final_bytes - emitted_);
+  emitted_ = final_bytes;
+  return piece;
+}
+
 namespace {
 
 class NullEncoder final : public Encoder {

@@ -359,8 +359,12 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
 }
 
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
-                   const std::string& vocab_file, const std::string& merge_file) {
+                   const std::string& given_vocab_file, const std::string& given_merge_file) {
   const fs::path dir(hf_dir);
+  // Saved with the checkpoint's arguments: absolute, so that generate or an export finds them
+  // from any folder.
+  const std::string vocab_file = fs::absolute(given_vocab_file).lexically_normal().string();
+  const std::string merge_file = fs::absolute(given_merge_file).lexically_normal().string();
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json hf;
   try {
@@ -370,7 +374,6 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   }
   MEGATRON_CHECK(!fs::exists(fs::path(save_dir) / checkpoint::kTrackerFile), "--save-dir ", save_dir,
                  " already holds a checkpoint; choose a new folder");
-  const std::string type = hf.value("model_type", "");
   std::vector<std::string> problems;
   auto number = [&](const char* key, auto fallback) {
     using T = decltype(fallback);
@@ -390,13 +393,18 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   std::vector<std::string> flags;
   std::int64_t vocab = 0;
   bool tied = true;
+  try {  // a key of the wrong type (null, a string for a flag) is reported with config.json's path
+  const std::string type = hf.value("model_type", "");
   if (type == "gpt2") {
     result.family = HfFamily::kGpt2;
     const int hidden = number("n_embd", 0);
     const int heads = number("n_head", 0);
     const std::string act = hf.value("activation_function", "gelu_new");
-    if (act != "gelu_new" && act != "gelu") {
-      problems.push_back("activation_function " + act + ": megatron_train has gelu_new (fused) and gelu (--no-bias-gelu-fusion)");
+    // gelu_pytorch_tanh is gelu_new's function (the tanh approximation) in PyTorch's kernel.
+    const bool tanh_gelu = act == "gelu_new" || act == "gelu_pytorch_tanh";
+    if (!tanh_gelu && act != "gelu") {
+      problems.push_back("activation_function " + act +
+                         ": megatron_train has gelu_new / gelu_pytorch_tanh (fused) and gelu (--no-bias-gelu-fusion)");
     }
     if (hf.value("scale_attn_by_inverse_layer_idx", false)) problems.push_back("scale_attn_by_inverse_layer_idx: not in Megatron");
     if (!hf.value("scale_attn_weights", true)) problems.push_back("scale_attn_weights false: Megatron scales by 1/sqrt(d)");
@@ -426,6 +434,9 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
       }
       if (rp.contains("rope_theta")) theta = rp.at("rope_theta").get<double>();
     }
+    if (!(theta >= 1 && theta <= 1e15 && theta == std::floor(theta))) {
+      problems.push_back("rope_theta " + str(theta) + ": megatron_train's --rotary-base is a whole number");
+    }
     if (hf.contains("rope_scaling") && !hf.at("rope_scaling").is_null()) {
       problems.push_back("rope_scaling " + hf.at("rope_scaling").dump() + ": only plain RoPE is in Megatron's GPT");
     }
@@ -441,7 +452,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
              "--ffn-hidden-size", std::to_string(number("intermediate_size", 0)), "--num-attention-heads",
              std::to_string(heads), "--kv-channels", std::to_string(head_dim), "--seq-length",
              std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
-             "--position-embedding-type", "rope", "--rotary-base", str(theta), "--normalization", "RMSNorm",
+             "--position-embedding-type", "rope", "--rotary-base", std::to_string(static_cast<std::int64_t>(theta)),
+             "--normalization", "RMSNorm",
              "--norm-epsilon", str(number("rms_norm_eps", 1e-6)), "--swiglu", "--attention-dropout",
              str(number("attention_dropout", 0.0)), "--hidden-dropout", "0", "--init-method-std",
              str(number("initializer_range", 0.02))};
@@ -451,6 +463,9 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     if (!attention_bias) flags.push_back("--disable-bias-linear");
   } else {
     problems.push_back("model_type '" + type + "': supported are gpt2 and llama");
+  }
+  } catch (const nlohmann::json::exception& e) {
+    MEGATRON_FAIL(config_path, ": a setting has the wrong type (", e.what(), ")");
   }
   if (!tied) flags.push_back("--untie-embeddings-and-output-weights");
   if (vocab <= 0) problems.push_back("vocab_size: missing");
@@ -475,7 +490,10 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   options.support = BuildSupport::everything();
   const Arguments args = parse_arguments(argv, options);
   const auto tokenizer = build_run_tokenizer(args);
-  const std::int64_t padded = padded_vocab_size(args, static_cast<std::int64_t>(tokenizer->vocab_size()));
+  const auto tokens = static_cast<std::int64_t>(tokenizer->vocab_size());
+  MEGATRON_CHECK(vocab >= tokens, config_path, ": vocab_size ", vocab, " is smaller than the tokenizer's ", tokens,
+                 " tokens (", vocab_file, "): the model was trained with another tokenizer");
+  const std::int64_t padded = padded_vocab_size(args, tokens);
   model::ModelConfig config = to_model_config(args, padded);
   config.sequence_parallel = false;
 
@@ -621,7 +639,7 @@ std::vector<std::int64_t> generate(const model::GptModel& model, const std::vect
   MEGATRON_CHECK(!prompt.empty(), "the prompt is empty: give some text (or the EOD token) to start from");
   const model::ModelConfig& c = model.config();
   const bool learned = c.position_embedding == model::PositionEmbedding::kLearnedAbsolute;
-  MEGATRON_CHECK(!learned || static_cast<std::int64_t>(prompt.size()) < c.max_position_embeddings, "the prompt has ",
+  MEGATRON_CHECK(!learned || static_cast<std::int64_t>(prompt.size()) <= c.max_position_embeddings, "the prompt has ",
                  prompt.size(), " tokens; the model has ", c.max_position_embeddings, " positions");
   at::NoGradGuard no_grad;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);

@@ -68,6 +68,20 @@ step "Llama: tied embeddings, with linear biases, rotary base 500000"
 train llamab "${LLAMA[@]}" --rotary-base 500000
 check llamab LlamaForCausalLM
 
+step "the rotary-base 500000 export imports back (rope_theta as a whole number) with the same logits"
+assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/llamab.hf" \
+  --save-dir "$WORK/llamab.back"
+grep -q -- "--rotary-base 500000 " "$WORK/out.txt" || fail "the printed flags lack --rotary-base 500000"
+assert_succeeds "$LOGITS" "$WORK/llamab.back" "$WORK/llamab.back.logits" "${IDS[@]}"
+assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/llamab.hf" "$WORK/llamab.back.logits" LlamaForCausalLM \
+  "${IDS[@]}"
+ok "$(tail -1 "$WORK/out.txt")"
+assert_fails_with "only for --saver megatron" "$CONVERT" --model-type GPT --loader megatron --saver hf \
+  --load-dir "$WORK/llamab.ckpt" --save-dir "$WORK/unused.hf" --target-tensor-parallel-size 2
+assert_fails_with "only for --loader megatron --saver hf" "$CONVERT" --model-type GPT --loader hf \
+  --saver megatron --load-dir "$WORK/llamab.hf" --save-dir "$WORK/unused.ckpt" --hf-dtype bfloat16
+ok "flags of the other direction are refused"
+
 step "Llama trained at TP2 x PP2 (4 ranks) exports from its shards"
 assert_succeeds mpi 4 "${TRAIN_ARGS[@]}" "${LLAMA[@]}" --group-query-attention --num-query-groups 2 \
   --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
@@ -90,6 +104,11 @@ for name in gpt2 llama; do
   [[ -n $ours && $ours == "$theirs" ]] || fail "$name: ours '$ours', transformers '$theirs'"
   ok "$name: $(wc -w <<<"$ours") greedy tokens equal transformers' ($ours)"
 done
+# The prompt from standard input (echo's newline dropped) gives what --prompt gave.
+echo "The quick brown fox jumps" | "$GENERATE" --load "$WORK/llama.ckpt" --max-new-tokens 16 --greedy \
+  --print-token-ids >"$WORK/stdin.txt" 2>&1 || fail "generate from standard input failed"
+[[ $(sed -n 's/^generated token ids: //p' "$WORK/stdin.txt") == "$ours" ]] || fail "stdin prompt: other tokens"
+ok "a prompt on standard input gives the same tokens"
 sampled() {  # sampled FLAGS...: the generated ids of a sampled run of the Llama checkpoint
   "$GENERATE" --load "$WORK/llama.ckpt" --prompt "The quick brown fox" --max-new-tokens 12 --ignore-eod \
     --print-token-ids "$@" 2>&1 >/dev/null | sed -n 's/^generated token ids: //p'

@@ -33,6 +33,24 @@ class Tokenizer {
   std::vector<std::int32_t> encode(std::string_view text) const;
 };
 
+// The text of ids that arrive one at a time (generation), printable as it comes: a character can
+// span tokens (GPT-2 spells many as two or three byte tokens), and the bytes so far may end inside
+// one, which decode() shows as U+FFFD. add() returns the text that has become final: the decode
+// of everything so far, less a trailing U+FFFD the next ids may still complete; finish() returns
+// what was held back. The pieces joined equal decode() of all the ids.
+class TextStream {
+ public:
+  explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::string add(std::int32_t id);
+  std::string finish();
+
+ private:
+  std::string take(bool last);
+  const Tokenizer& tokenizer_;
+  std::vector<std::int32_t> ids_;
+  std::size_t emitted_ = 0;  // bytes of the decode already returned
+};
+
 // Megatron's tokenizer flags (spec 6.8) that the implemented types read.
 struct TokenizerOptions {
   std::string type = "GPT2BPETokenizer";

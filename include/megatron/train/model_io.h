@@ -7,7 +7,7 @@
 //   - LlamaForCausalLM: RoPE (rotate-half, whole head), RMSNorm, SwiGLU, any number of query
 //     groups, tied or untied, with or without linear biases.
 // Anything else (RoPE with LayerNorm, partial or interleaved rotary, ...) is refused, naming the
-// setting. The vocabulary keeps Megatron's padded size, so ids and rows stay where they were.
+// setting. The export cuts Megatron's padded vocabulary back to the tokenizer's size.
 #pragma once
 
 #include <cstdint>

@@ -99,6 +99,44 @@ TEST(Gpt2BpeTokenizer, DecodeReplacesInvalidUtf8LikePython) {
   EXPECT_THROW(gpt2().decode(std::vector<std::int32_t>{-1}), Error);
 }
 
+TEST(TextStream, HoldsBackCharactersSplitOverTokensAndJoinsToTheDecode) {
+  // transformers' GPT2Tokenizer (5.24.0) spells "日本" as four tokens, each character as two byte
+  // pieces (E6 97 + A5, E6 9C + AC), and " " plus the emoji as 30325 (the space and three of the
+  // emoji's bytes) + 222.
+  const std::vector<std::int32_t> nihon{33768, 98, 17312, 105};
+  ASSERT_EQ(gpt2().encode("日本"), nihon);
+  std::vector<std::int32_t> ids = gpt2().encode(" is Japan, \xF0\x9F\x98\x80 too.");  // an emoji: 4 bytes
+  ids.insert(ids.begin(), nihon.begin(), nihon.end());
+  TextStream stream(gpt2());
+  std::string joined;
+  std::vector<std::string> pieces;
+  for (const std::int32_t id : ids) {
+    pieces.push_back(stream.add(id));
+    EXPECT_EQ(pieces.back().find("\xEF\xBF\xBD"), std::string::npos) << "piece " << pieces.size();
+    joined += pieces.back();
+  }
+  joined += stream.finish();
+  EXPECT_EQ(joined, "日本 is Japan, \xF0\x9F\x98\x80 too.");
+  EXPECT_EQ(pieces[0], "");
+  EXPECT_EQ(pieces[1], "日");
+  EXPECT_EQ(pieces[2], "");
+  EXPECT_EQ(pieces[3], "本");
+  ASSERT_EQ(ids.size(), 11u);
+  EXPECT_EQ(ids[7], 30325);
+  EXPECT_EQ(pieces[7], " ");  // the space; the emoji's first three bytes are held back
+  EXPECT_EQ(pieces[8], "\xF0\x9F\x98\x80");
+}
+
+TEST(TextStream, GivesTheReplacementCharacterWhenTheTextEndsInsideACharacter) {
+  TextStream stream(gpt2());
+  EXPECT_EQ(stream.add(gpt2().token_id("a")), "a");
+  EXPECT_EQ(stream.add(gpt2().token_id("\xE2")), "");  // the first of three bytes
+  EXPECT_EQ(stream.finish(), "\xEF\xBF\xBD");     // as decode() and Python's "replace" give
+  TextStream broken(gpt2());
+  EXPECT_EQ(broken.add(gpt2().token_id("\xE2")), "");
+  EXPECT_EQ(broken.add(gpt2().token_id("a")), "\xEF\xBF\xBD" "a");  // never completed: out it goes
+}
+
 TEST(Gpt2BpeTokenizer, HeapBpeMatchesReferenceOnLongAndRandomPieces) {
   std::mt19937 rng(7);
   const std::string alphabet = "aaabbbcdeeenst ";

@@ -56,22 +56,36 @@ std::optional<std::int64_t> AsyncCheckpointSaver::start(const std::string& root,
   const std::optional<std::int64_t> committed = poll(/*blocking=*/true);
   // The previous snapshot's buffers are free again (its write finished): refill them.
   std::shared_ptr<CheckpointState> snap = snapshot_ ? snapshot_ : std::make_shared<CheckpointState>();
-  snap->iteration = state.iteration;
-  bool any_device = false;
-  snapshot(state.model, snap->model, any_device);
-  snapshot(state.optimizer, snap->optimizer, any_device);
-  snapshot(state.rng, snap->rng, any_device);
-  if (any_device) {
-    // The copies above are queued on the current streams of their devices; wait for all of them.
-    for (const auto* group : {&state.model, &state.optimizer, &state.rng}) {
-      for (const auto& [name, t] : *group) {
-        if (!t.device().is_cpu()) {
-          (void)t.sum().item();  // a device round trip ordered after the copies
-          break;
+  std::string error;
+  try {  // host memory may run out here, on one rank: all of them must learn it, below
+    snap->iteration = state.iteration;
+    bool any_device = false;
+    snapshot(state.model, snap->model, any_device);
+    snapshot(state.optimizer, snap->optimizer, any_device);
+    snapshot(state.rng, snap->rng, any_device);
+    if (any_device) {
+      // The copies above are queued on the current streams of their devices; wait for all of them.
+      for (const auto* group : {&state.model, &state.optimizer, &state.rng}) {
+        for (const auto& [name, t] : *group) {
+          if (!t.device().is_cpu()) {
+            (void)t.sum().item();  // a device round trip ordered after the copies
+            break;
+          }
         }
       }
     }
+  } catch (const std::exception& e) {
+    error = e.what();
+    snapshot_.reset();  // half filled: the next save starts afresh
   }
+  at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::kInt);
+  pc_.comm->all_reduce(failed, parallel::ReduceOp::kMax, *pc_.world).wait();
+  if (!error.empty()) {
+    MEGATRON_FAIL("checkpoint save at iteration ", state.iteration, ": cannot copy the state to host memory (", error,
+                  ")");
+  }
+  MEGATRON_CHECK(failed.item<int>() == 0, "checkpoint save at iteration ", state.iteration,
+                 " failed on another rank (its message is above); the previous checkpoint stays");
   save_ = std::make_unique<detail::SaveInProgress>(detail::begin_save(root, state, writer, pc_));
   snapshot_ = std::move(snap);
   writing_ = std::async(std::launch::async, [save = save_.get(), snap = snapshot_] { detail::write_files(*save, *snap); });

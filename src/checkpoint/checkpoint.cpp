@@ -1,6 +1,7 @@
 // Checkpoint layout and commit protocol (see checkpoint.h).
 #include "megatron/checkpoint/checkpoint.h"
 
+#include <fcntl.h>  // AT_FDCWD
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,23 @@ std::string optimizer_file_name(const ShardWriter& w) {
   return name;
 }
 
+// Renames the complete folder `from` to `to`. A `to` that exists (a re-save of an iteration) is
+// swapped with it in one step (renameat2 RENAME_EXCHANGE), so the name never stands empty, and
+// the old contents, now under `from`, are removed after; a file system without the exchange
+// gets remove-then-rename.
+void publish_folder(const std::string& from, const std::string& to) {
+  if (!fs::exists(to)) {
+    fs::rename(from, to);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(from);
+    return;
+  }
+  fs::remove_all(to);
+  fs::rename(from, to);
+}
+
 // Everything below runs on every rank; `comm` operations are collective over `group`.
 std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& mine, const parallel::ProcessGroup& group,
                                             parallel::Communicator& comm) {
@@ -95,7 +113,7 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
       fs::remove_all(path, ec);
       // Removed on an error here and by the signal handler on SIGINT/SIGTERM/SIGHUP.
       save.temp = std::make_unique<TemporaryFolder>(path);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // every rank must reach the broadcast below
       error = e.what();
       pid[1] = 1;
     }
@@ -181,7 +199,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
       nlohmann::json meta = save.meta;
       meta["files"] = files;
       write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // not only ours: every rank must reach the all-gather below
       error = e.what();
     }
   }
@@ -211,15 +229,22 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
                          "file system)");
         }
       }
-      // The folder appears complete or not at all; a re-save of the same iteration replaces it.
-      if (fs::exists(save.final_dir)) fs::remove_all(save.final_dir);
-      fs::rename(save.temp_dir, save.final_dir);
+      fsync_folder(save.temp_dir);  // the shard folders' entries
+      // Out of the signal handler's reach before the rename: a signal from here on leaves the
+      // temporary (removed at the next start) rather than a handler emptying the folder as it
+      // becomes final.
       save.temp->release();
+      publish_folder(save.temp_dir, save.final_dir);
       fsync_parent_folder(save.final_dir);
-      // The tracker moves last.
+      // The tracker moves last, and not at all once a signal's cleanup has begun (it may have
+      // been removing this folder's files since before the release).
+      MEGATRON_CHECK(!megatron::detail::signal_cleanup_started(), "a signal arrived while checkpoint ", save.final_dir,
+                     " was committed; the tracker stays at the previous checkpoint");
       write_text_atomically((fs::path(save.root) / kTrackerFile).string(), std::to_string(save.iteration));
     } catch (const std::exception& e) {
       error = str_cat("cannot commit checkpoint ", save.final_dir, ": ", e.what());
+      std::error_code ec;
+      if (fs::exists(save.temp_dir, ec)) fs::remove_all(save.temp_dir, ec);  // released: ours to remove
     }
   }
   at::Tensor committed = at::tensor({error.empty() ? std::int64_t{1} : std::int64_t{0}}, at::kLong);
@@ -279,7 +304,8 @@ std::unique_ptr<OutputLock> lock_save_folder(const std::string& root) {
 
 bool is_checkpoint_output(std::string_view name) {
   if (name == kTrackerFile || name == kRunConfigFile) return true;
-  if (name.size() != 12 || name.substr(0, 5) != "iter_") return false;
+  // iter_%07d: seven digits, more from iteration 10,000,000 on.
+  if (name.size() < 12 || name.size() > 24 || name.substr(0, 5) != "iter_") return false;
   for (char c : name.substr(5)) {
     if (c < '0' || c > '9') return false;
   }

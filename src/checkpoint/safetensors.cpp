@@ -52,7 +52,12 @@ class HeaderReader {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) fail("cannot open");
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail("cannot stat");
+    if (::fstat(fd_, &st) != 0) {
+      const int saved_errno = errno;
+      ::close(fd_);  // no destructor runs for a constructor that throws
+      errno = saved_errno;
+      fail("cannot stat");
+    }
     size_ = static_cast<std::uint64_t>(st.st_size);
   }
   ~HeaderReader() { ::close(fd_); }
@@ -177,7 +182,10 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& ke
                        ": tensor ", name, " has an impossible shape");
         numel *= d;
       }
-      const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * c10::elementSize(type);
+      const std::uint64_t element = c10::elementSize(type);
+      MEGATRON_CHECK(static_cast<std::uint64_t>(numel) <= data_size / element, path, ": tensor ", name, " needs ",
+                     numel, " elements of ", element, " bytes; the file has ", data_size, " data bytes");
+      const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * element;
       MEGATRON_CHECK(nbytes == offsets[1] - offsets[0], path, ": tensor ", name, " has ", offsets[1] - offsets[0],
                      " bytes, its shape and dtype need ", nbytes);
       entries.push_back(Entry{offsets[0], name, shape, type, !keep || keep(name, numel)});

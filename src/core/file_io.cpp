@@ -35,6 +35,7 @@ constexpr std::size_t kDirectAlign = 4096;
 void pwrite_all(int fd, const char* data, std::size_t bytes, std::uint64_t offset, const std::string& path) {
   while (bytes > 0) {
     const ssize_t n = ::pwrite(fd, data, bytes, static_cast<off_t>(offset));
+    if (n == 0) throw_error(str_cat("cannot write ", path, ": the file system took no bytes"));
     if (n < 0) {
       if (errno == EINTR) continue;
       const int flags = ::fcntl(fd, F_GETFL);
@@ -61,6 +62,9 @@ constexpr int kFolder = 3;
 std::array<std::atomic<int>, kCleanupSlots> g_slot_state{};
 std::array<std::array<char, kPathMax>, kCleanupSlots> g_slot_path{};
 std::atomic<unsigned> g_temp_counter{0};
+// Set by the handler before it looks at a slot: a commit that released its slot checks it to
+// know whether a removal of what it is about to publish may have begun.
+std::atomic<bool> g_cleanup_started{false};
 
 // Linux getdents64 records: u64 inode, s64 offset, u16 record length, u8 type, then the name.
 constexpr std::size_t kDirentReclenOffset = 16;
@@ -101,6 +105,7 @@ bool remove_tree_at(int dir_fd, const char* name, int depth) {
 
 extern "C" void cleanup_and_reraise(int signo) {
   const int saved_errno = errno;
+  g_cleanup_started.store(true);
   for (int kind : {kFile, kFolder}) {  // files first: an AtomicFile may sit in a TemporaryFolder
     for (int i = 0; i < kCleanupSlots; ++i) {
       if (g_slot_state[i].load() != kind) continue;
@@ -118,9 +123,7 @@ extern "C" void cleanup_and_reraise(int signo) {
 
 }  // namespace
 
-void fsync_parent_folder(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string folder = parent.empty() ? std::string(".") : parent.string();
+void fsync_folder(const std::string& folder) {
   const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd >= 0) {
     ::fsync(fd);
@@ -128,7 +131,14 @@ void fsync_parent_folder(const std::string& path) {
   }
 }
 
+void fsync_parent_folder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  fsync_folder(parent.empty() ? std::string(".") : parent.string());
+}
+
 namespace detail {
+
+bool signal_cleanup_started() { return g_cleanup_started.load(); }
 
 int register_signal_cleanup(const std::string& path, bool folder) {
   if (path.size() >= kPathMax) return -1;
@@ -264,8 +274,9 @@ void AtomicFile::sync() {
     flush_buffer();
   }
   if (::fsync(fd_) != 0) throw_system_error(str_cat("cannot fsync ", temp_path_));
-  if (::close(fd_) != 0) throw_system_error(str_cat("cannot close ", temp_path_));
-  fd_ = -1;
+  const int fd = fd_;
+  fd_ = -1;  // closed below whatever close says: a second close could hit another file's number
+  if (::close(fd) != 0) throw_system_error(str_cat("cannot close ", temp_path_));
   buffer_ = {};
 }
 

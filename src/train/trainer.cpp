@@ -621,8 +621,14 @@ void Trainer::saved(std::int64_t iteration) {
   // Retention only now: the new checkpoint is durable and the tracker names it.
   const checkpoint::RetentionPolicy policy{args_.checkpoint.save_retain_interval, args_.checkpoint.keep_last_checkpoints};
   if (comm_.rank() == 0 && policy.active()) {
-    for (const auto& folder : checkpoint::apply_retention(root, iteration, policy)) {
-      out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
+    // Rank 0 alone, so a failure here must not throw (the other ranks would wait for it in their
+    // next collective): the checkpoints are safe, only the disk keeps more of them.
+    try {
+      for (const auto& folder : checkpoint::apply_retention(root, iteration, policy)) {
+        out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
+      }
+    } catch (const std::exception& e) {
+      out_ << "WARNING: " << e.what() << "; training goes on, older checkpoints stay" << std::endl;
     }
   }
 }

@@ -72,6 +72,8 @@ class AtomicFile {
 
 // fsyncs the folder holding `path`, so a rename into it survives a power cut (best effort).
 void fsync_parent_folder(const std::string& path);
+// fsyncs `folder` itself: the entries created in it (best effort, as above).
+void fsync_folder(const std::string& folder);
 
 // A folder filled under a temporary name and then renamed into place (a checkpoint's
 // iter_XXXXXXX.tmp.<pid>/). Created by the constructor (its parent must exist); until release(),
@@ -103,6 +105,11 @@ namespace detail {
 // to release (-1 when the path is too long or all slots are taken: then it is not removed).
 int register_signal_cleanup(const std::string& path, bool folder);
 void release_signal_cleanup(int slot);
+// True once the cleanup handler has begun (a signal is being handled and the process is about to
+// die). A commit releases its slot first, then publishes, then checks this before it makes the
+// result visible (a tracker): had the handler begun before the release, it may be removing what
+// was just published. Sequentially consistent with release_signal_cleanup.
+bool signal_cleanup_started();
 }  // namespace detail
 
 class MappedFile {

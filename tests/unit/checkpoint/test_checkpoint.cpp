@@ -79,6 +79,21 @@ TEST(Checkpoint, TrackerFollowsTheNewestSave) {
   EXPECT_TRUE(fs::exists(iteration_folder(root, 10)));
 }
 
+TEST(Checkpoint, ASaveOfTheSameIterationReplacesTheFolderWhole) {
+  TempDir dir("ckpt");
+  const std::string root = dir.path().string();
+  save_checkpoint(root, sample_state(10), "mp_rank_00");
+  CheckpointState again = sample_state(10);
+  again.model[0].second = again.model[0].second + 1;
+  save_checkpoint(root, again, "mp_rank_00");  // swapped in with the old folder, which is then removed
+  const auto loaded = load_checkpoint(root, 10, "mp_rank_00", true, true);
+  EXPECT_TRUE(at::equal(loaded.model[0].second, again.model[0].second));
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(root)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"iter_0000010", "latest_checkpointed_iteration.txt"}));
+}
+
 TEST(Checkpoint, LeftoverTemporaryFolderDoesNotHideThePreviousCheckpoint) {
   TempDir dir("ckpt");
   const std::string root = dir.path().string();
@@ -234,6 +249,25 @@ TEST(Safetensors, FilterReadsOnlyTheTensorsItKeeps) {
 }
 
 
+// A header whose shape times the element size wraps around 2^64 must not pass the size check
+// (the tensors are views of the file's mapping: a wrapped size would reach past it).
+TEST(Safetensors, AShapeTooLargeForTheFileIsRefused) {
+  TempDir dir("st");
+  const std::string path = dir / "t.safetensors";
+  const std::string header = R"({"w":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})";
+  std::string bytes(8, '\0');
+  const std::uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += header;
+  std::ofstream(path, std::ios::binary) << bytes;
+  try {
+    read_safetensors(path);
+    ADD_FAILURE() << "expected the read to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor w needs 4611686018427387904 elements"), std::string::npos) << e.what();
+  }
+}
+
 // The checksum recorded in meta.json must stay zlib's CRC-32, whichever library computes it.
 TEST(Safetensors, Crc32IsZlibsAndChains) {
   std::mt19937 gen(7);
@@ -375,6 +409,15 @@ TEST(Retention, KeepsTheNewestAndTheRetainedOnes) {
   EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_0000008", "iter_0000014", "iter_0000016"}));
   EXPECT_EQ(read_tracker(root), 16);
   EXPECT_NO_THROW(load_checkpoint(root, 16, "mp_rank_00", true, true));
+}
+
+// From iteration 10,000,000 on, Megatron's iter_%07d names have eight digits: still checkpoints.
+TEST(Retention, CountsIterationsPastSevenDigits) {
+  TempDir dir("retain");
+  const std::string root = (dir.path() / "run").string();
+  for (const std::int64_t it : {9999999, 10000000, 10000001}) save_checkpoint(root, sample_state(it), "mp_rank_00");
+  apply_retention(root, 10000001, RetentionPolicy{std::nullopt, 2});
+  EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_10000000", "iter_10000001"}));
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ function(megatron_add_gtest name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} megatron_test_paths GTest::gtest GTest::gtest_main)
   add_dependencies(${name} megatron_test_data)
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}")
+  # Listing the tests starts the binary; one that links LibTorch took over the default 5 s on a
+  # busy 2-core machine right after it was relinked (ctest then errors out): allow a minute.
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
 
 # megatron_add_mpi_gtest(<name> SOURCES ... DEPS ... NP <n>...): a GoogleTest binary run under

@@ -576,26 +576,16 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   const auto& params = model.named_parameters();
   const auto& layouts = model.parameter_layouts();
   std::vector<std::pair<std::string, checkpoint::NamedTensors>> shards;
+  std::vector<StagePlace> places;
+  for (const auto& [name, param] : params) places.push_back(stage_place(name, split));
   for (int p = 0; p < pp; ++p) {
-    const auto range = split.layers(p, 0);
     for (int r = 0; r < tp; ++r) {
       checkpoint::NamedTensors mine;
       for (std::size_t i = 0; i < params.size(); ++i) {
         const std::string& name = params[i].first;
-        std::string local;
-        if (name.starts_with("embedding.")) {
-          if (p == 0) local = name;
-        } else if (name.starts_with("decoder.layers.")) {
-          const std::size_t start = std::string("decoder.layers.").size();
-          const std::size_t dot = name.find('.', start);
-          const int global = std::stoi(name.substr(start, dot - start));
-          if (global >= range.first && global < range.first + range.count) {
-            local = "decoder.layers." + std::to_string(global - range.first) + name.substr(dot);
-          }
-        } else if (p == pp - 1) {
-          local = name;  // final norm, untied output layer
+        if (places[i].stage == p) {
+          mine.emplace_back(places[i].name, parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
         }
-        if (!local.empty()) mine.emplace_back(local, parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
         // Tied embeddings over several stages: the last one keeps its own copy as the output layer.
         if (tied && pp > 1 && p == pp - 1 && name == "embedding.word_embeddings.weight") {
           mine.emplace_back("output_layer.weight", parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));

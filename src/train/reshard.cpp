@@ -22,10 +22,7 @@ constexpr const char* kStateKeys[] = {"param", "exp_avg", "exp_avg_sq"};
 // "model<c>." when a stage has several chunks.
 std::string chunk_prefix(int chunk, int chunks) { return chunks > 1 ? "model" + std::to_string(chunk) + "." : ""; }
 
-struct Where {
-  int stage = 0;
-  std::string name;  // as the saved stage names it
-};
+using Where = StagePlace;  // name: as the saved stage names it
 
 class Resharder {
  public:
@@ -81,27 +78,17 @@ class Resharder {
       rest = rest.substr(dot + 1);
     }
     const parallel::PipelineLayout& from = saved_.layout;
-    if (rest.starts_with(kLayers)) {
-      const auto dot = rest.find('.', std::string(kLayers).size());
-      const int local = std::stoi(rest.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
-      const int global = target_.layout.layers(target_.pp_rank, chunk).first + local;
-      for (int p = 0; p < from.stages; ++p) {
-        for (int c = 0; c < from.chunks; ++c) {
-          const auto range = from.layers(p, c);
-          if (global >= range.first && global < range.first + range.count) {
-            return {p, chunk_prefix(c, from.chunks) + kLayers + std::to_string(global - range.first) + rest.substr(dot)};
-          }
-        }
-      }
-      MEGATRON_FAIL("layer ", global, " is in no stage of the saved layout");
-    }
-    if (rest.starts_with("embedding.")) return {0, chunk_prefix(0, from.chunks) + rest};
-    const std::string last = chunk_prefix(from.chunks - 1, from.chunks);
     // A tied output layer saved without pipelining is the word embedding itself.
     if (rest == "output_layer.weight" && saved_.tied_embeddings && from.stages == 1) {
       return {0, chunk_prefix(0, from.chunks) + "embedding.word_embeddings.weight"};
     }
-    return {from.stages - 1, last + rest};
+    if (rest.starts_with(kLayers)) {  // to the global layer number
+      const auto dot = rest.find('.', std::string(kLayers).size());
+      const int local = std::stoi(rest.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
+      const int global = target_.layout.layers(target_.pp_rank, chunk).first + local;
+      rest = kLayers + std::to_string(global) + rest.substr(dot);
+    }
+    return stage_place(rest, from);
   }
 
   const checkpoint::CheckpointState& shard(int tp_rank, int stage) {
@@ -168,6 +155,25 @@ class Resharder {
 };
 
 }  // namespace
+
+StagePlace stage_place(const std::string& full_name, const parallel::PipelineLayout& layout) {
+  if (full_name.starts_with(kLayers)) {
+    const auto dot = full_name.find('.', std::string(kLayers).size());
+    const int global = std::stoi(full_name.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
+    for (int p = 0; p < layout.stages; ++p) {
+      for (int c = 0; c < layout.chunks; ++c) {
+        const auto range = layout.layers(p, c);
+        if (global >= range.first && global < range.first + range.count) {
+          return {p, chunk_prefix(c, layout.chunks) + kLayers + std::to_string(global - range.first) +
+                         full_name.substr(dot)};
+        }
+      }
+    }
+    MEGATRON_FAIL("layer ", global, " is in no stage of the saved layout");
+  }
+  if (full_name.starts_with("embedding.")) return {0, chunk_prefix(0, layout.chunks) + full_name};
+  return {layout.stages - 1, chunk_prefix(layout.chunks - 1, layout.chunks) + full_name};  // final norm, output
+}
 
 checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
                                            const ReshardTarget& target, bool load_optimizer) {

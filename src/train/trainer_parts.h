@@ -83,6 +83,14 @@ struct ReshardTarget {
 // counters and config from the saved first shard; no RNG state (the streams belong to a layout).
 checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
                                            const ReshardTarget& target, bool load_optimizer);
+// Where a full model's parameter (global layer numbers: "decoder.layers.<global>.rest") lives in a
+// pipeline layout: the stage, and the name that stage's checkpoint gives it ("model<c>." first
+// with several chunks, the layer numbered within its chunk).
+struct StagePlace {
+  int stage = 0;
+  std::string name;
+};
+StagePlace stage_place(const std::string& full_name, const parallel::PipelineLayout& layout);
 // The layer split a saved run configuration used, at pipeline size `pp` (its mp_rank folders).
 parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp);
 // Whether two splits put the same layers in the same stages and chunks (however the flags said it).

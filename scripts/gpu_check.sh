@@ -11,8 +11,8 @@
 # and writes everything into one results file: $OUT/gpu_check.txt when the device tool's $OUT is
 # set, else gpu_check_results.txt in the repository (MEGATRON_GPU_RESULTS overrides).
 #
-# A GPU machine without network and without the Debian packages (see ../shared/device/pack.sh):
-# run pack.sh here first, carry .device-deps/ along; this script sources .device-deps/setup.sh
+# A GPU machine without network and without the Debian packages: carry them along in
+# .device-deps/ with a setup.sh that installs them; this script sources .device-deps/setup.sh
 # when it exists. Open MPI is optional for this check (single process). PyTorch comes from
 # .venv/ when scripts/setup.sh made one, else from the machine's python3.
 # Environment: MEGATRON_GPU_BUILD_DIR (default build-gpu), MEGATRON_GPU_TRAIN_ITERS (default 40),

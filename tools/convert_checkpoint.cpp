@@ -67,7 +67,9 @@ int run(int argc, char** argv) {
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
       ->capture_default_str();
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) return *status;
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) {
+    return *status;  // --help
+  }
   if (model_type != "GPT") problems.push_back("--model-type " + model_type + ": only GPT is supported");
   const bool to_hf = loader == "megatron" && saver == "hf";
   const bool from_hf = loader == "hf" && saver == "megatron";

@@ -63,7 +63,9 @@ int run(int argc, char** argv) {
   CLI::Option* merge_option = app.add_option("--merge-file", tokenizer_options.merge_file,
                                              "BPE merges; decodes --document to text");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "dataset_info", problems)) return *status;
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "dataset_info", problems)) {
+    return *status;  // --help
+  }
   if (document < 0) problems.push_back("--document must be >= 0, got " + std::to_string(document));
   if (max_ids < 0) problems.push_back("--max-ids must be >= 0 (0 prints all), got " + std::to_string(max_ids));
   megatron::throw_if_problems("invalid command line", problems);

@@ -27,7 +27,8 @@ int run(int argc, char** argv) {
   megatron::train::SamplingOptions o;
   app.add_option("--load", load, "Checkpoint folder (its latest iteration)")->required();
   app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
-  CLI::Option* prompt_option = app.add_option("--prompt", prompt, "Text to continue (default: standard input, less one final newline)");
+  CLI::Option* prompt_option =
+      app.add_option("--prompt", prompt, "Text to continue (default: standard input, less one final newline)");
   app.add_option("--max-new-tokens,--tokens-to-generate", o.max_new_tokens, "Tokens to generate at most")
       ->capture_default_str();
   app.add_flag("--greedy", o.greedy, "Always take the most likely token");
@@ -41,7 +42,9 @@ int run(int argc, char** argv) {
   app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
   app.add_flag("--print-token-ids", print_ids, "Also print the prompt's and the new token ids on standard error");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "generate", problems)) return *status;
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "generate", problems)) {
+    return *status;  // --help
+  }
   if (o.max_new_tokens < 1) problems.push_back("--max-new-tokens must be >= 1");
   if (!(o.temperature > 0.0)) problems.push_back("--temperature must be > 0 (use --greedy for the most likely token)");
   if (o.top_k < 0) problems.push_back("--top-k must be >= 0");

@@ -27,7 +27,9 @@ int run(int argc, char** argv) {
       ->required();
   app.add_flag("--multimodal", multimodal, "Merge multimodal datasets (not supported yet)");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "merge_datasets", problems)) return *status;
+  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "merge_datasets", problems)) {
+    return *status;  // --help
+  }
   megatron::throw_if_problems("invalid command line", problems);
   MEGATRON_CHECK(!multimodal, "--multimodal: multimodal datasets are not supported yet; only "
                  "text datasets can be merged");

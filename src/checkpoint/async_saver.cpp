@@ -65,11 +65,14 @@ std::optional<std::int64_t> AsyncCheckpointSaver::start(const std::string& root,
     snapshot(state.rng, snap->rng, any_device);
     if (any_device) {
       // The copies above are queued on the current streams of their devices; wait for all of them.
+      // One element read back on the same stream is ordered after them (a full reduction would
+      // cost a pass over the tensor).
+      bool synced = false;
       for (const auto* group : {&state.model, &state.optimizer, &state.rng}) {
         for (const auto& [name, t] : *group) {
-          if (!t.device().is_cpu()) {
-            (void)t.sum().item();  // a device round trip ordered after the copies
-            break;
+          if (!synced && !t.device().is_cpu() && t.numel() > 0) {
+            (void)t.reshape({-1}).narrow(0, 0, 1).item();
+            synced = true;
           }
         }
       }

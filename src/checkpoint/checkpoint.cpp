@@ -130,17 +130,17 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
 
 nlohmann::json meta_without_files(const CheckpointState& state, const ShardWriter& writer) {
   return {{"format", "megatron-cpp"},
-               {"format_version", kFormatVersion},
-               {"iteration", state.iteration},
-               {"consumed_train_samples", state.consumed_train_samples},
-               {"consumed_valid_samples", state.consumed_valid_samples},
-               {"scheduler_num_steps", state.scheduler_num_steps},
-               {"optimizer_steps", state.optimizer_steps},
-               {"floating_point_operations_so_far", state.floating_point_operations_so_far},
-               {"data_parallel_size", writer.dp_size},
-               {"distributed_optimizer", writer.distributed_optimizer},
-               {"config", state.config},
-               {"grad_scaler", state.grad_scaler}};
+          {"format_version", kFormatVersion},
+          {"iteration", state.iteration},
+          {"consumed_train_samples", state.consumed_train_samples},
+          {"consumed_valid_samples", state.consumed_valid_samples},
+          {"scheduler_num_steps", state.scheduler_num_steps},
+          {"optimizer_steps", state.optimizer_steps},
+          {"floating_point_operations_so_far", state.floating_point_operations_so_far},
+          {"data_parallel_size", writer.dp_size},
+          {"distributed_optimizer", writer.distributed_optimizer},
+          {"config", state.config},
+          {"grad_scaler", state.grad_scaler}};
 }
 
 void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
@@ -280,9 +280,12 @@ void save_model_shards(const std::string& root, const CheckpointState& common,
     meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
     write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
   }
+  fsync_folder(temp.path());
+  temp.release();  // as in commit_save: out of the signal handler's reach before the rename
   fs::rename(temp.path(), final_dir);
-  temp.release();
   fsync_parent_folder(final_dir);
+  MEGATRON_CHECK(!megatron::detail::signal_cleanup_started(), "a signal arrived while ", final_dir,
+                 " was committed; no tracker was written");
   write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(common.iteration));
 }
 

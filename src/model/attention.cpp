@@ -94,7 +94,8 @@ at::Tensor SelfAttention::explicit_attention(const at::Tensor& q, const at::Tens
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
   // The query heads of a group stacked along the rows: [b, ng, per_group * s, hn], so each group's
   // K and V serve all of its heads in one batched product without being repeated.
-  const at::Tensor qg = q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
+  const at::Tensor qg =
+      q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
   const at::Tensor kg = k.permute({1, 2, 3, 0});  // [b, ng, hn, s]
   const at::Tensor vg = v.permute({1, 2, 0, 3});  // [b, ng, s, hn]
   const at::Tensor scores = at::matmul(qg, kg).view({b * np, s, s});
@@ -167,17 +168,23 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
   keys = past > 0 ? at::cat({keys, k}, 0) : k;
   values = past > 0 ? at::cat({values, parts[2]}, 0) : parts[2].contiguous();
   const int64_t total = past + s;
-  // [b, np, s, hn] x [b, np, hn, total]: each group's keys serve its query heads.
-  const at::Tensor qb = q.permute({1, 2, 0, 3});
-  const at::Tensor kb = keys.repeat_interleave(per_group, 2).permute({1, 2, 3, 0});
-  const at::Tensor vb = values.repeat_interleave(per_group, 2).permute({1, 2, 0, 3});
+  // As explicit_attention: a group's query heads stacked along the rows, [b, ng, per_group * s,
+  // hn] against its cached keys [b, ng, hn, total], so the cache is never repeated per head.
+  const at::Tensor qg =
+      q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
-  at::Tensor scores = at::matmul(qb, kb).to(at::kFloat) * scale;  // softmax in fp32, as Megatron's
-  const at::Tensor key_pos = at::arange(total, at::TensorOptions().dtype(at::kLong).device(x.device()));
-  const at::Tensor query_pos = at::arange(past, total, at::TensorOptions().dtype(at::kLong).device(x.device()));
-  scores = scores.masked_fill(key_pos.view({1, total}) > query_pos.view({s, 1}), -std::numeric_limits<float>::infinity());
+  at::Tensor scores = at::matmul(qg, keys.permute({1, 2, 3, 0})).to(at::kFloat) * scale;  // softmax in fp32
+  // Row j * s + i is query position past + i: it sees the keys up to itself.
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(x.device());
+  const at::Tensor query_pos = at::arange(past, total, longs).repeat({per_group});
+  const at::Tensor key_pos = at::arange(total, longs);
+  scores = scores.masked_fill(key_pos.view({1, total}) > query_pos.view({per_group * s, 1}),
+                              -std::numeric_limits<float>::infinity());
   const at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
-  const at::Tensor context = at::matmul(probs, vb).permute({2, 0, 1, 3}).reshape({s, b, np * hn});
+  const at::Tensor context = at::matmul(probs, values.permute({1, 2, 0, 3}))  // [b, ng, per_group * s, hn]
+                                 .view({b, ng, per_group, s, hn})
+                                 .permute({3, 0, 1, 2, 4})
+                                 .reshape({s, b, np * hn});
   return {linear_proj_.forward(context), linear_proj_.bias()};
 }
 

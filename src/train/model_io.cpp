@@ -107,7 +107,6 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   const checkpoint::SavedLayout saved = checkpoint::read_layout(root, out.iteration);
   MEGATRON_CHECK(saved.config.is_object(), checkpoint::iteration_folder(root, out.iteration),
                  ": the checkpoint records no run configuration");
-  out.run_config = saved.config;
   out.saved_tp = saved.tp;
   out.saved_pp = saved.pp;
   nlohmann::json args_json = saved.config;
@@ -475,8 +474,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     MEGATRON_FAIL(message);
   }
   // Megatron splits the vocabulary evenly over TP: pad to its usual multiple where needed.
-  result.padded_vocab = vocab % tp == 0 ? vocab : padded_vocab_size(vocab, 128, tp);
-  flags.insert(flags.end(), {"--padded-vocab-size", std::to_string(result.padded_vocab)});
+  const std::int64_t padded_for_tp = vocab % tp == 0 ? vocab : padded_vocab_size(vocab, 128, tp);
+  flags.insert(flags.end(), {"--padded-vocab-size", std::to_string(padded_for_tp)});
   result.model_flags = flags;
 
   // The same resolution as megatron_train's, at this layout, so that --load finds the same shape.

@@ -9,9 +9,10 @@
 // Reads are measured twice: right after the writes (the disk's read follows its write, the load
 // follows that read) and after --settle seconds of quiet (sync, then sleep). On the virtual machine
 // this was written on (Firecracker, with virtio-balloon free page reporting) the same read of the
-// same files ran anywhere from 0.4 to 2.6 GB/s depending on what the machine and its host did in
+// same files ran anywhere from 0.4 to 2.7 GB/s depending on what the machine and its host did in
 // the seconds before: slow first touches of memory the host must back again, without a single
-// page fault inside the guest. A bare-metal node does not have this; the two conditions bracket it.
+// page fault inside the guest. A bare-metal node should not have this (not measured); the two
+// conditions bracket it.
 // Each figure is the best of --repeat runs, raw and checkpoint alternating. Usage:
 //   build/tests/benchmarks/bench_checkpoint_io [--size-gb 1] [--repeat 3] [--dir /tmp] [--settle 10]
 #include <fcntl.h>

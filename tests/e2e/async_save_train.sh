@@ -17,8 +17,6 @@ RUN=("$TRAIN" --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-len
      --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 --eval-interval 1000
      --eval-iters 1 --make-vocab-size-divisible-by 64 --train-iters 200)
 
-losses() { sed -nE 's/.*iteration +([0-9]+)\/ +[0-9]+ \|.*lm loss: ([^ ]+) \|.*/\1 \2/p' "$1"; }
-
 # kill_mid_write CKPT LOG: runs with --async-save --save-interval 1 until a temporary checkpoint
 # folder is seen after a first checkpoint was committed, then SIGKILLs the process. Returns 0 when the kill landed mid-write (the
 # temporary is still there afterwards), 1 when the race was lost.

@@ -16,8 +16,6 @@ RUN=("$TRAIN" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-leng
      --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 --eval-interval 1000
      --eval-iters 1 --make-vocab-size-divisible-by 64 --train-iters 400)
 
-# losses FILE: "iteration loss" per iteration line.
-losses() { sed -nE 's/.*iteration +([0-9]+)\/ +[0-9]+ \|.*lm loss: ([^ ]+) \|.*/\1 \2/p' "$1"; }
 
 # start_and_signal SIGNAL LOG ARGS...: starts the run in the background, waits for its third
 # iteration line, sends SIGNAL and waits; sets RC.

@@ -128,3 +128,8 @@ fresh_dir() {
   mkdir -p "$WORK/$1"
   echo "$WORK/$1"
 }
+
+# losses FILE: "iteration loss" per iteration line of FILE (megatron_train's log format).
+losses() {
+  sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* lm loss: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"
+}

@@ -10,11 +10,6 @@ mpi() {  # mpi NP ARGS...: megatron_train on NP ranks
   "$MPIEXEC" -n "$np" --oversubscribe --bind-to none "$TRAIN" "$@"
 }
 
-# losses FILE: "iteration loss" per iteration line of FILE.
-losses() {
-  sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* lm loss: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"
-}
-
 # compare_losses REF FILE WHAT [FIRST [TOL]]: every iteration of FILE (from FIRST to ITERS) within
 # TOL (default 1e-5) relative of REF's.
 compare_losses() {

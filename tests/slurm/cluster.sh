@@ -1,6 +1,6 @@
 # A throw-away Slurm for the tests: slurmctld and two slurmd ("fake nodes" n1, n2, each
-# declaring CPUS_PER_NODE CPUs) on this host, under a fresh folder, with the settings measured in
-# ../shared/spec/cluster.md's terms: linuxproc process tracking, no task plugin, cons_tres over
+# declaring CPUS_PER_NODE CPUs) on this host, under a fresh folder, with settings measured to work
+# on a single container host: linuxproc process tracking, no task plugin, cons_tres over
 # CPUs, per-node PMIx and Open MPI shared-memory folders, Open MPI on loopback. Sourced; the
 # caller runs slurm_start, then sbatch/srun/squeue with SLURM_CONF exported, and slurm_stop (also
 # from its EXIT trap: every daemon and job step goes, even when the test fails).

@@ -31,7 +31,6 @@ struct LoadedModel {
   std::string root;
   std::int64_t iteration = 0;
   Arguments args;                  // the saved run's arguments
-  nlohmann::json run_config;       // as saved (run_config.json's contents)
   model::ModelConfig config;
   int saved_tp = 1;
   int saved_pp = 1;
@@ -88,7 +87,6 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
 struct HfImport {
   HfFamily family = HfFamily::kGpt2;
   std::vector<std::string> model_flags;
-  std::int64_t padded_vocab = 0;
 };
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
                    const std::string& vocab_file, const std::string& merge_file);

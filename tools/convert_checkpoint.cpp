@@ -2,7 +2,7 @@
 // tools/checkpoint/convert.py (--model-type GPT --loader ... --saver ... --load-dir --save-dir).
 //   --loader megatron --saver hf: a checkpoint of any TP x PP layout becomes a folder that
 //   transformers' from_pretrained loads (GPT2LMHeadModel or LlamaForCausalLM, chosen by the
-//   model's architecture; see megatron/train/model_io.h).
+//   model's architecture; see megatron/interop/loaded_model.h).
 //   --loader hf --saver megatron: a GPT-2 or Llama folder becomes a model-only checkpoint for
 //   --target-tensor-parallel-size x --target-pipeline-parallel-size; the matching megatron_train
 //   flags are printed.
@@ -15,8 +15,9 @@
 #include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/interop/huggingface.h"
+#include "megatron/interop/loaded_model.h"
 #include "megatron/tokenizer/tokenizer.h"
-#include "megatron/train/model_io.h"
 
 namespace {
 
@@ -99,30 +100,30 @@ int run(int argc, char** argv) {
   if (from_hf) {
     if (vocab_file.empty()) vocab_file = load_dir + "/vocab.json";
     if (merge_file.empty()) merge_file = load_dir + "/merges.txt";
-    const megatron::train::HfImport imported =
-        megatron::train::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
+    const megatron::interop::HfImport imported =
+        megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
     std::string flags;
     for (const auto& f : imported.model_flags) flags += " " + f;
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
                 "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
                 "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
-                load_dir.c_str(), imported.family == megatron::train::HfFamily::kGpt2 ? "GPT-2" : "Llama",
+                load_dir.c_str(), imported.family == megatron::interop::HfFamily::kGpt2 ? "GPT-2" : "Llama",
                 save_dir.c_str(), target_tp, target_pp, flags.c_str(), target_tp, target_pp, save_dir.c_str());
     return 0;
   }
 
-  const megatron::train::LoadedModel loaded =
-      megatron::train::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
-  const auto tokenizer = megatron::train::saved_run_tokenizer(loaded, vocab_file, merge_file);
-  const auto family = megatron::train::hf_family_of(loaded.config);
-  const megatron::train::HfExport out =
-      megatron::train::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
+  const megatron::interop::LoadedModel loaded =
+      megatron::interop::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+  const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
+  const auto family = megatron::interop::hf_family_of(loaded.config);
+  const megatron::interop::HfExport out =
+      megatron::interop::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
                              static_cast<std::int64_t>(tokenizer->vocab_size()), type);
-  megatron::train::write_hf_folder(save_dir, out, vocab_file, merge_file, loaded.config.seq_length, shard_bytes);
+  megatron::interop::write_hf_folder(save_dir, out, vocab_file, merge_file, loaded.config.seq_length, shard_bytes);
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",
               load_dir.c_str(), static_cast<long long>(loaded.iteration), loaded.saved_tp, loaded.saved_pp,
-              save_dir.c_str(), family == megatron::train::HfFamily::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+              save_dir.c_str(), family == megatron::interop::HfFamily::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM",
               dtype.c_str());
   return 0;
 }

@@ -12,8 +12,9 @@
 #include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/interop/generation.h"
+#include "megatron/interop/loaded_model.h"
 #include "megatron/tokenizer/tokenizer.h"
-#include "megatron/train/model_io.h"
 
 namespace {
 
@@ -24,7 +25,7 @@ int run(int argc, char** argv) {
   std::int64_t iteration = -1;
   bool print_ids = false;
   bool ignore_eod = false;
-  megatron::train::SamplingOptions o;
+  megatron::interop::SamplingOptions o;
   app.add_option("--load", load, "Checkpoint folder (its latest iteration)")->required();
   app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
   CLI::Option* prompt_option =
@@ -61,9 +62,9 @@ int run(int argc, char** argv) {
     else if (prompt.ends_with('\n')) prompt.pop_back();
   }
 
-  const megatron::train::LoadedModel loaded =
-      megatron::train::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
-  const auto tokenizer = megatron::train::saved_run_tokenizer(loaded, vocab_file, merge_file);
+  const megatron::interop::LoadedModel loaded =
+      megatron::interop::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+  const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
   std::vector<std::int64_t> ids;
   for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
   if (ids.empty()) ids.push_back(tokenizer->eod());  // start a new document
@@ -75,7 +76,7 @@ int run(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
-  const auto produced = megatron::train::generate(
+  const auto produced = megatron::interop::generate(
       *loaded.model, ids, static_cast<std::int64_t>(tokenizer->vocab_size()), eod, o, [&](std::int64_t id) {
         if (id == eod) return;
         print(stream.add(static_cast<std::int32_t>(id)));

@@ -62,6 +62,14 @@ std::string describe_device(const at::Device& device) {
   return device.str();
 }
 
+std::int64_t device_memory_bytes(const at::Device& device) {
+#if MEGATRON_CUDA_KERNELS
+  if (device.is_cuda()) return static_cast<std::int64_t>(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
+#endif
+  (void)device;
+  return 0;
+}
+
 std::int64_t peak_memory_bytes(const at::Device& device) {
 #if MEGATRON_CUDA_KERNELS
   if (device.is_cuda()) {

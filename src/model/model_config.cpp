@@ -1,7 +1,10 @@
-// ModelConfig checks and parameter count (see model_config.h).
+// ModelConfig checks, derived sizes, JSON and parameter counts (see model_config.h).
 #include "megatron/model/model_config.h"
 
+#include <nlohmann/json.hpp>
+
 #include "megatron/core/check.h"
+#include "megatron/core/saturating.h"
 
 namespace megatron::model {
 
@@ -30,16 +33,171 @@ std::vector<std::string> ModelConfig::validate() const {
   return problems;
 }
 
-std::int64_t ModelConfig::num_parameters() const {
+void ModelConfig::derive_defaults() {
+  if (ffn_hidden_size == 0) ffn_hidden_size = static_cast<int>(default_ffn_hidden_size(hidden_size, swiglu));
+  if (kv_channels == 0 && num_attention_heads > 0) kv_channels = hidden_size / num_attention_heads;
+  if (num_query_groups == 0) num_query_groups = num_attention_heads;
+}
+
+std::int64_t ModelConfig::default_ffn_hidden_size(std::int64_t hidden_size, bool swiglu) {
+  return swiglu ? 4 * hidden_size * 2 / 3 / 64 * 64 : 4 * hidden_size;
+}
+
+std::int64_t ModelConfig::padded_vocab_size_for(std::int64_t vocab, int divisible_by, int tp) {
+  MEGATRON_ASSERT(vocab > 0 && divisible_by > 0 && tp > 0);
+  const std::int64_t multiple = std::int64_t{divisible_by} * tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Megatron's choice strings for each enum, in enum order.
+constexpr const char* kPositionNames[] = {"learned_absolute", "rope"};
+constexpr const char* kNormNames[] = {"LayerNorm", "RMSNorm"};
+constexpr const char* kBackendNames[] = {"auto", "flash", "fused", "unfused", "local"};
+constexpr const char* kGranularityNames[] = {nullptr, "selective", "full"};  // none: Megatron's None
+constexpr const char* kMethodNames[] = {"uniform", "block"};
+
+template <typename E, std::size_t N>
+json enum_json(E value, const char* const (&names)[N]) {
+  const char* name = names[static_cast<std::size_t>(value)];
+  return name == nullptr ? json(nullptr) : json(name);
+}
+
+// Reads j[key] into `field` when present; the wrong type or an unknown choice names the key.
+class Reader {
+ public:
+  explicit Reader(const json& j) : j_(j) {}
+  template <typename T>
+  void operator()(const char* key, T& field) {
+    if (!j_.contains(key)) return;
+    const json& v = j_.at(key);
+    const bool ok = std::is_same_v<T, bool> ? v.is_boolean() : std::is_floating_point_v<T> ? v.is_number() : v.is_number_integer();
+    MEGATRON_CHECK(ok, "model configuration: '", key, "' is ", v.dump(), ", not ", std::is_same_v<T, bool> ? "true or false" : "a number");
+    field = v.get<T>();
+  }
+  template <typename E, std::size_t N>
+  void choice(const char* key, E& field, const char* const (&names)[N]) {
+    if (!j_.contains(key)) return;
+    const json& v = j_.at(key);
+    for (std::size_t i = 0; i < N; ++i) {
+      if (names[i] == nullptr ? v.is_null() : v.is_string() && v.get<std::string>() == names[i]) {
+        field = static_cast<E>(i);
+        return;
+      }
+    }
+    MEGATRON_FAIL("model configuration: '", key, "' is ", v.dump(), ", not one of its choices");
+  }
+
+ private:
+  const json& j_;
+};
+
+// The members in one list, for both directions: f(key, member) or f.choice(key, member, names).
+template <typename Config, typename F>
+void visit_fields(Config& c, F& f) {
+  f("num_layers", c.num_layers);
+  f("hidden_size", c.hidden_size);
+  f("ffn_hidden_size", c.ffn_hidden_size);
+  f("num_attention_heads", c.num_attention_heads);
+  f("num_query_groups", c.num_query_groups);
+  f("kv_channels", c.kv_channels);
+  f("seq_length", c.seq_length);
+  f("max_position_embeddings", c.max_position_embeddings);
+  f.choice("position_embedding_type", c.position_embedding, kPositionNames);
+  f("rotary_base", c.rotary_base);
+  f("rotary_percent", c.rotary_percent);
+  f("rotary_interleaved", c.rotary_interleaved);
+  f.choice("normalization", c.normalization, kNormNames);
+  f("norm_epsilon", c.norm_epsilon);
+  f("swiglu", c.swiglu);
+  f("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
+  f("add_bias_linear", c.add_bias_linear);
+  f("init_method_std", c.init_method_std);
+  f("attention_dropout", c.attention_dropout);
+  f("hidden_dropout", c.hidden_dropout);
+  f("padded_vocab_size", c.padded_vocab_size);
+  f("sequence_parallel", c.sequence_parallel);
+  f("bias_activation_fusion", c.bias_activation_fusion);
+  f("masked_softmax_fusion", c.masked_softmax_fusion);
+  f("apply_rope_fusion", c.apply_rope_fusion);
+  f.choice("attention_backend", c.attention_backend, kBackendNames);
+  f.choice("recompute_granularity", c.recompute_granularity, kGranularityNames);
+  f.choice("recompute_method", c.recompute_method, kMethodNames);
+  f("recompute_num_layers", c.recompute_num_layers);
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void operator()(const char* key, const T& field) {
+    j[key] = field;
+  }
+  template <typename E, std::size_t N>
+  void choice(const char* key, const E& field, const char* const (&names)[N]) {
+    j[key] = enum_json(field, names);
+  }
+  json j = json::object();
+};
+
+// The members that give the parameters their shapes, with their JSON names.
+constexpr const char* kShapeKeys[] = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                                      "num_query_groups", "kv_channels", "max_position_embeddings",
+                                      "position_embedding_type", "rotary_percent", "normalization", "swiglu",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size"};
+
+}  // namespace
+
+json ModelConfig::to_json() const {
+  Writer w;
+  visit_fields(*this, w);
+  return w.j;
+}
+
+ModelConfig ModelConfig::from_json(const json& j) {
+  MEGATRON_CHECK(j.is_object(), "model configuration: expected a JSON object, got ", j.dump());
+  ModelConfig c;
+  Reader r(j);
+  visit_fields(c, r);
+  return c;
+}
+
+std::vector<std::string> ModelConfig::shape_differences_from(const ModelConfig& saved) const {
+  const json a = saved.to_json(), b = to_json();
+  std::vector<std::string> out;
+  for (const char* key : kShapeKeys) {
+    if (a.at(key) != b.at(key)) out.push_back(str_cat(key, ": checkpoint ", a.at(key).dump(), ", command line ", b.at(key).dump()));
+  }
+  return out;
+}
+
+std::int64_t ModelConfig::num_parameters() const { return num_parameters(1, num_layers, true, true); }
+
+std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk) const {
+  MEGATRON_ASSERT(tp > 0 && layers >= 0);
+  const auto mul = [](std::int64_t a, std::int64_t b) { return saturating_mul(a, b); };
+  const auto add = [](std::int64_t a, std::int64_t b) { return saturating_add(a, b); };
   const std::int64_t h = hidden_size, bias = add_bias_linear ? 1 : 0;
   const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * h : h;
-  const std::int64_t fc1_out = swiglu ? 2 * std::int64_t{ffn_hidden_size} : ffn_hidden_size;
-  const std::int64_t q = std::int64_t{num_attention_heads} * kv_channels;
-  std::int64_t layer = norm + qkv_size() * h + bias * qkv_size() + q * h + bias * h;  // attention
-  layer += norm + fc1_out * h + bias * fc1_out + ffn_hidden_size * h + bias * h;      // MLP
-  std::int64_t total = num_layers * layer + norm + padded_vocab_size * h;
-  if (position_embedding == PositionEmbedding::kLearnedAbsolute) total += std::int64_t{max_position_embeddings} * h;
-  if (untie_embeddings_and_output_weights) total += padded_vocab_size * h;
+  // Column-parallel outputs and row-parallel inputs are split over TP.
+  const std::int64_t qkv = qkv_size() / tp;
+  const std::int64_t q = mul(num_attention_heads, kv_channels) / tp;
+  const std::int64_t fc1_out = (swiglu ? 2 * std::int64_t{ffn_hidden_size} : ffn_hidden_size) / tp;
+  const std::int64_t ffn = ffn_hidden_size / tp;
+  std::int64_t layer = add(add(norm, mul(qkv, add(h, bias))), add(mul(q, h), bias * h));        // attention
+  layer = add(layer, add(add(norm, mul(fc1_out, add(h, bias))), add(mul(ffn, h), bias * h)));  // MLP
+  std::int64_t total = mul(layers, layer);
+  const std::int64_t vocab_rows = mul(padded_vocab_size / tp, h);
+  if (first_chunk) {
+    total = add(total, vocab_rows);
+    if (position_embedding == PositionEmbedding::kLearnedAbsolute) total = add(total, mul(max_position_embeddings, h));
+  }
+  if (last_chunk) {
+    total = add(total, norm);
+    if (untie_embeddings_and_output_weights || !first_chunk) total = add(total, vocab_rows);
+  }
   return total;
 }
 

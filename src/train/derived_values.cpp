@@ -3,19 +3,14 @@
 #include <cmath>
 
 #include "megatron/core/check.h"
+#include "megatron/model/model_config.h"
 #include "megatron/train/arguments.h"
 
 namespace megatron::train {
 
-std::int64_t padded_vocab_size(std::int64_t vocab_size, int make_vocab_size_divisible_by, int tp) {
-  MEGATRON_ASSERT(vocab_size > 0 && make_vocab_size_divisible_by > 0 && tp > 0);
-  const std::int64_t multiple = std::int64_t{make_vocab_size_divisible_by} * tp;
-  return (vocab_size + multiple - 1) / multiple * multiple;
-}
-
 std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size) {
-  const std::int64_t computed = padded_vocab_size(tokenizer_vocab_size, args.model.make_vocab_size_divisible_by,
-                                                  args.parallel.tensor_model_parallel_size);
+  const std::int64_t computed = model::ModelConfig::padded_vocab_size_for(
+      tokenizer_vocab_size, args.model.make_vocab_size_divisible_by, args.parallel.tensor_model_parallel_size);
   if (!args.tokenizer.padded_vocab_size) return computed;
   const std::int64_t given = *args.tokenizer.padded_vocab_size;
   // Smaller than the tokenizer, its ids would index past the embedding table.

@@ -1,7 +1,6 @@
 // Megatron's validate_args for the implemented flags, part one: the parallel layout, batch size,
 // precision, iteration counts and model shape, plus the checks Megatron's microbatch calculator and
 // TransformerConfig make later. Phases run in Megatron's order so start-up messages keep its order.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +9,7 @@
 #include "megatron/core/check.h"
 #include "megatron/core/exit_signal.h"
 #include "megatron/core/strings.h"
+#include "megatron/model/model_config.h"
 #include "resolve_arguments.h"
 
 #include "megatron/parallel/pipeline_layout.h"
@@ -250,28 +250,23 @@ void Resolver::iterations() {
 void Resolver::model() {
   auto& m = a_.model;
   const int tp = parallel_ok_ ? a_.parallel.tensor_model_parallel_size : 1;
-  const int pp = parallel_ok_ ? a_.parallel.pipeline_model_parallel_size : 1;
-  const bool layers = required_positive("--num-layers", "num_layers", m.num_layers);
+  required_positive("--num-layers", "num_layers", m.num_layers);  // the split over stages: pipeline()
   const bool hidden = required_positive("--hidden-size", "hidden_size", m.hidden_size);
   const bool heads = required_positive("--num-attention-heads", "num_attention_heads", m.num_attention_heads);
   const bool seq = required_positive("--seq-length", "seq_length", m.seq_length);
   const bool max_pos = required_positive("--max-position-embeddings", "max_position_embeddings", m.max_position_embeddings);
-  (void)pp;  // the layer split over stages is checked in pipeline()
-  (void)layers;
-  bool ffn = false;
   if (given("ffn_hidden_size")) {
-    ffn = positive("--ffn-hidden-size", "ffn_hidden_size", m.ffn_hidden_size);
+    positive("--ffn-hidden-size", "ffn_hidden_size", m.ffn_hidden_size);
   } else if (hidden) {
     // In 64 bits: 4 * hidden overflows an int from 536870912 on.
     const std::int64_t h = m.hidden_size;
-    const std::int64_t size = m.swiglu ? 4 * h * 2 / 3 / 64 * 64 : 4 * h;
+    const std::int64_t size = model::ModelConfig::default_ffn_hidden_size(h, m.swiglu);
     if (size > std::numeric_limits<int>::max()) {
       problem("--hidden-size " + num(h) + " is too large: the MLP size it implies (" + (m.swiglu ? "int(8h/3/64)*64" : "4h") +
               " = " + num(size) + ") exceeds " + num(std::int64_t{std::numeric_limits<int>::max()}) +
               "; lower --hidden-size (or give --ffn-hidden-size)");
     } else {
       m.ffn_hidden_size = static_cast<int>(size);
-      ffn = size > 0;
     }
   }
   if (given("kv_channels")) {
@@ -331,7 +326,6 @@ void Resolver::model() {
             "' (choose from 'flash', 'fused', 'unfused', 'local', 'auto')");
   }
   recompute();
-  if (layers && hidden && heads && seq && max_pos && ffn && m.kv_channels > 0 && mbs_ok_) memory();
 }
 
 // Megatron's recomputation rules (validate_args and TransformerConfig.__post_init__).
@@ -368,77 +362,6 @@ void Resolver::recompute() {
                   ") must be at most the layers per pipeline stage (" + num(std::int64_t{m.num_layers / std::max(1, pp)}) + ")");
       }
     }
-  }
-}
-
-namespace {
-
-// Saturating 64-bit arithmetic: a size past INT64_MAX stays INT64_MAX, which no machine holds.
-std::int64_t times(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  return __builtin_mul_overflow(a, b, &out) ? std::numeric_limits<std::int64_t>::max() : out;
-}
-std::int64_t plus(std::int64_t a, std::int64_t b) {
-  std::int64_t out = 0;
-  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<std::int64_t>::max() : out;
-}
-
-std::int64_t physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? times(pages, page) : std::numeric_limits<std::int64_t>::max();
-}
-
-std::string bytes_text(std::int64_t bytes) {
-  if (bytes == std::numeric_limits<std::int64_t>::max()) return "more than 2^63 bytes (more than a 64-bit size can index)";
-  return human_bytes(static_cast<std::uint64_t>(bytes)) + " (" + std::to_string(bytes) + " bytes)";
-}
-
-}  // namespace
-
-// What the model needs on this machine (training runs on its CPU memory), computed in 64 bits
-// before LibTorch tries: the parameters with their gradients and two Adam moments (16 bytes per
-// parameter in fp32) and one layer's attention scores [mbs, heads, s, s]. Biases and norms are
-// left out, so the estimate is a lower bound; the tokenizer's vocabulary is not known yet.
-void Resolver::memory() {
-  const auto& m = a_.model;
-  const std::int64_t h = m.hidden_size;
-  const std::int64_t heads = m.num_attention_heads;
-  const std::int64_t groups = m.group_query_attention ? m.num_query_groups : heads;
-  const std::int64_t kv = m.kv_channels;
-  const std::int64_t ffn = m.ffn_hidden_size;
-  const std::int64_t layer = plus(plus(times(times(h, kv), plus(heads, times(2, groups))), times(times(heads, kv), h)),
-                                  times(times(h, ffn), m.swiglu ? 3 : 2));
-  const std::int64_t layers = times(m.num_layers, layer);
-  const std::int64_t positions =
-      m.position_embedding_type == PositionEmbeddingType::kLearnedAbsolute ? times(m.max_position_embeddings, h) : 0;
-  const auto& k = a_.tokenizer;
-  const std::int64_t vocab = k.padded_vocab_size ? *k.padded_vocab_size : k.vocab_size.value_or(0);
-  const std::int64_t embeddings = times(times(vocab, h), m.untie_embeddings_and_output_weights ? 2 : 1);
-  const std::int64_t parameters = plus(plus(layers, positions), embeddings);
-  const std::int64_t available = physical_memory_bytes();
-  const std::int64_t state_bytes = times(parameters, 16);
-  if (state_bytes > available) {
-    std::string culprit = "the transformer layers (--num-layers " + num(std::int64_t{m.num_layers}) + ", --hidden-size " + num(h) +
-                          ", --ffn-hidden-size " + num(ffn) + ")";
-    if (positions >= layers && positions >= embeddings) {
-      culprit = "the position-embedding table (--max-position-embeddings " + num(std::int64_t{m.max_position_embeddings}) +
-                " x --hidden-size " + num(h) + ")";
-    } else if (embeddings >= layers) {
-      culprit = std::string("the embedding table (") + (k.padded_vocab_size ? "--padded-vocab-size " : "--vocab-size ") +
-                num(vocab) + " x --hidden-size " + num(h) + ")";
-    }
-    problem("the model is too large for this machine: its parameters, mostly " + culprit +
-            ", with their gradients and Adam states need " + bytes_text(state_bytes) + ", and this machine has " +
-            bytes_text(available) + " of memory; lower those flags");
-  }
-  const std::int64_t scores = times(times(times(a_.training.micro_batch_size, heads), m.seq_length), m.seq_length);
-  const std::int64_t score_bytes = times(scores, 4);
-  if (score_bytes > available) {
-    problem("--seq-length " + num(std::int64_t{m.seq_length}) + " is too long for this machine: one layer's attention scores ([" +
-            num(std::int64_t{a_.training.micro_batch_size}) + ", " + num(heads) + ", " + num(std::int64_t{m.seq_length}) + ", " +
-            num(std::int64_t{m.seq_length}) + "] in fp32) need " + bytes_text(score_bytes) + ", and this machine has " +
-            bytes_text(available) + " of memory; lower --seq-length (or --micro-batch-size)");
   }
 }
 

@@ -73,7 +73,6 @@ class Resolver {
   void iterations();
   void recompute();
   void model();
-  void memory();
   void optimizer();
   void schedule();
   void tokenizer();

@@ -21,6 +21,7 @@
 #include <ctime>
 
 #include "megatron/checkpoint/async_saver.h"
+#include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/exit_signal.h"
 #include "megatron/core/file_io.h"
@@ -30,6 +31,7 @@
 #include "megatron/parallel/data_parallel.h"
 #include "megatron/parallel/pipeline_executor.h"
 #include "megatron/parallel/pipeline_layout.h"
+#include "megatron/train/memory_preflight.h"
 #include "megatron/train/tensorboard.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
@@ -70,10 +72,18 @@ class Trainer {
   void setup(const std::vector<std::string>& startup_messages);
   void build_datasets();
   void maybe_load();
+  // Throws naming every shape setting where the saved run's model differs from this one.
+  void refuse_another_model(const nlohmann::json& saved, const std::string& folder) const;
+  // The layer split over stages and chunks, this rank's place in it, and the run's numerics, for
+  // the memory preflight before anything is allocated.
+  parallel::PipelineLayout pipeline_layout() const;
+  RankShare rank_share() const;
+  MemorySettings memory_settings() const;
   void build_model();
   // The micro-batches of one iteration (training) or one evaluation step through this rank's part
   // of the pipeline: the sum of masked token losses (last stage; undefined elsewhere) and tokens.
   std::pair<at::Tensor, double> run_microbatches(BatchReader* reader, bool training);
+  BatchReaderOptions reader_options() const;
   void train_step();
   // Sum of masked token losses and the token count of this rank's micro-batches, summed over DP.
   std::pair<double, double> reduce_loss(const at::Tensor& loss_sum, double tokens);
@@ -191,6 +201,9 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
                                                   kernels::make_generator(device_, ps_->model_parallel_seed(seed))});
+  layout_ = pipeline_layout();
+  check_memory_fits(to_model_config(args_, padded_vocab_), rank_share(), memory_settings(),
+                    device_memory(device_, comm_.local_size()));
   build_model();
   // Megatron's scalers: dynamic with --fp16, constant with --loss-scale (fp16 or bf16), none otherwise.
   std::optional<optim::LossScalerConfig> scaler;
@@ -215,7 +228,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters_, "the training split is empty; check --split");
   if (datasets_.train() != nullptr && iteration_ < train_iters_ && reads_data_) {
     train_reader_ = std::make_unique<BatchReader>(*datasets_.train(), static_cast<std::uint64_t>(consumed_train_),
-                                                  args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp());
+                                                  reader_options());
   }
   if (args_.checkpoint.save && comm_.rank() == 0) {
     std::filesystem::create_directories(*args_.checkpoint.save);
@@ -226,17 +239,40 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   }
 }
 
+parallel::PipelineLayout Trainer::pipeline_layout() const {
+  const auto& p = args_.parallel;
+  const int pp = ps_->pp(), layers = args_.model.num_layers;
+  const int chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
+      p.num_layers_per_virtual_pipeline_stage ? layers / pp / *p.num_layers_per_virtual_pipeline_stage : 1);
+  return parallel::PipelineLayout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
+                                  p.decoder_last_pipeline_num_layers};
+}
+
+RankShare Trainer::rank_share() const {
+  RankShare share{ps_->rank(), ps_->tp(), ps_->tp_rank(), ps_->pp(), ps_->pp_rank(), ps_->dp(), {}};
+  for (int c = 0; c < layout_.chunks; ++c) share.chunk_layers.push_back(layout_.layers(ps_->pp_rank(), c).count);
+  return share;
+}
+
+MemorySettings Trainer::memory_settings() const {
+  MemorySettings m;
+  m.param_bytes = static_cast<int>(c10::elementSize(params_dtype_));
+  m.grad_in_fp32 = params_dtype_ == at::kFloat || args_.precision.accumulate_allreduce_grads_in_fp32;
+  m.distributed_optimizer = args_.parallel.use_distributed_optimizer;
+  m.micro_batch_size = args_.training.micro_batch_size;
+  m.explicit_attention = args_.data.reset_attention_mask ||
+                         !model::uses_sdpa(to_model_config(args_, padded_vocab_).attention_backend, device_);
+  return m;
+}
+
 // The model chunks of this rank's pipeline stage (Megatron's layer split), their data-parallel
 // buffer and the schedule that runs them. Initialisation draws every full weight from the
 // single-process stream (the seed alone, as --use-cpu-initialization does) and keeps this rank's
 // shard of its chunks' layers: any layout starts from the same weights.
 void Trainer::build_model() {
   const auto& p = args_.parallel;
-  const int pp = ps_->pp(), layers = args_.model.num_layers;
-  const int chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
-      p.num_layers_per_virtual_pipeline_stage ? layers / pp / *p.num_layers_per_virtual_pipeline_stage : 1);
-  layout_ = parallel::PipelineLayout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
-                                     p.decoder_last_pipeline_num_layers};
+  const int pp = ps_->pp();
+  const int chunks = layout_.chunks;
   const parallel::PipelineLayout& layout = layout_;
   const model::ModelConfig config = to_model_config(args_, padded_vocab_);
   const auto seed = static_cast<std::uint64_t>(args_.training.seed);
@@ -288,8 +324,17 @@ void Trainer::build_datasets() {
 
 nlohmann::json Trainer::run_config() const {
   nlohmann::json config = nlohmann::json::parse(to_json(args_));
-  config["padded_vocab_size_resolved"] = padded_vocab_;
+  config["model"] = chunks_.front()->config().to_json();
   return config;
+}
+
+void Trainer::refuse_another_model(const nlohmann::json& saved, const std::string& folder) const {
+  const auto differences =
+      chunks_.front()->config().shape_differences_from(checkpoint::saved_model_config(saved, folder));
+  if (differences.empty()) return;
+  std::string message = "checkpoint " + folder + " was saved for a different model:";
+  for (const auto& d : differences) message += "\n  " + d;
+  MEGATRON_FAIL(message);
 }
 
 void Trainer::maybe_load() {
@@ -307,17 +352,10 @@ void Trainer::maybe_load() {
   // The layout first: a checkpoint of another TP size or layer split is resharded on the fly.
   const auto saved = checkpoint::read_layout(root, *tracker);
   const parallel::PipelineLayout saved_split =
-      saved.config.is_null() ? layout_ : saved_pipeline_layout(saved.config, saved.pp);
+      saved.config.is_null() ? layout_ : checkpoint::saved_pipeline_layout(saved.config, saved.pp);
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
-  if (!saved.config.is_null()) {
-    const auto differences = model_shape_differences(saved.config, run_config());
-    if (!differences.empty()) {
-      std::string message = "checkpoint " + folder + " was saved for a different model:";
-      for (const auto& d : differences) message += "\n  " + d;
-      MEGATRON_FAIL(message);
-    }
-  }
-  const bool reshard = saved.tp != ps_->tp() || !same_layer_split(saved_split, layout_);
+  if (!saved.config.is_null()) refuse_another_model(saved.config, folder);
+  const bool reshard = saved.tp != ps_->tp() || !checkpoint::same_layer_split(saved_split, layout_);
   const bool load_optim = !finetune && !args_.checkpoint.no_load_optim;
   checkpoint::CheckpointState state;
   if (reshard) {
@@ -325,8 +363,8 @@ void Trainer::maybe_load() {
          << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
          << " virtual stages per pipeline rank) to " << ps_->tp() << " x " << ps_->pp() << " (" << layout_.chunks
          << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
-    const bool tied = !saved.config.value("untie_embeddings_and_output_weights", false);
-    state = load_resharded(root, *tracker, {saved.tp, saved_split, tied},
+    const bool tied = !checkpoint::saved_model_config(saved.config, folder).untie_embeddings_and_output_weights;
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied},
                            {params_, layouts_, ps_->tp_rank(), ps_->tp(), ps_->pp_rank(), layout_}, load_optim);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
@@ -334,13 +372,8 @@ void Trainer::maybe_load() {
         root, *tracker, ps_->checkpoint_shard_name(), load_optim, !finetune && !args_.checkpoint.no_load_rng,
         [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   }
-  const auto differences = model_shape_differences(state.config, run_config());
-  if (!differences.empty()) {
-    std::string message = "checkpoint " + folder + " was saved for a different model:";
-    for (const auto& d : differences) message += "\n  " + d;
-    MEGATRON_FAIL(message);
-  }
-  load_parameters(params_, state.model, folder + "/" + ps_->checkpoint_shard_name());
+  refuse_another_model(state.config, folder);
+  checkpoint::load_parameters(params_, state.model, folder + "/" + ps_->checkpoint_shard_name());
   optimizer_->reload_model_params();
   if (!finetune) {
     iteration_ = state.iteration;
@@ -366,6 +399,13 @@ void Trainer::maybe_load() {
        << ", p " << ps_->pp_rank() + 1 << "/" << ps_->pp() << " ] at iteration " << iteration_ << std::endl;
 }
 
+// --num-workers N: a thread keeps 2N micro-batches ready (PyTorch's DataLoader prefetches two per
+// worker); 0 reads them on the training thread, as a DataLoader without workers does.
+BatchReaderOptions Trainer::reader_options() const {
+  return BatchReaderOptions{args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp(), 2 * args_.data.num_workers,
+                            device_};
+}
+
 std::pair<double, double> Trainer::reduce_loss(const at::Tensor& loss_sum, double tokens) {
   // On the host (the MPI communicator's tensors; one small copy per step); no micro-batches: zero.
   const auto options = at::TensorOptions().dtype(at::kDouble);
@@ -385,7 +425,7 @@ std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, boo
       auto batch = reader->next();
       MEGATRON_CHECK(batch.has_value(), "the ", training ? "training" : "evaluation", " data ran out at iteration ",
                      iteration_ + 1, "; this is a bug in the sample counts");
-      batches.push_back(to_device(std::move(*batch), device_));
+      batches.push_back(std::move(*batch));
     }
   }
   // The losses stay tensors (on the model's device) until the step is done: no host
@@ -498,8 +538,7 @@ void Trainer::write_tensorboard_validation(double loss) {
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed, std::int64_t iters) {
   std::unique_ptr<BatchReader> reader;
   if (reads_data_) {
-    reader = std::make_unique<BatchReader>(dataset, static_cast<std::uint64_t>(consumed),
-                                           args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp());
+    reader = std::make_unique<BatchReader>(dataset, static_cast<std::uint64_t>(consumed), reader_options());
   }
   at::Tensor loss_sum;
   double tokens = 0.0;

@@ -32,7 +32,7 @@ assert_contains out.txt "  lr .............................................. 0.0
 step "item 7: flags that LibTorch would fail on are refused naming the flag"
 refused "--padded-vocab-size 100 is smaller than the tokenizer's vocabulary (50257 tokens)" --padded-vocab-size 100
 refused "argument --init-method-std: nan is not a finite number" --init-method-std nan
-refused "--seq-length 100000000 is too long for this machine" --seq-length 100000000 --max-position-embeddings 100000000
+refused "one layer's attention scores ([2, 4, 100000000, 100000000] in fp32" --seq-length 100000000 --max-position-embeddings 100000000
 
 step "item 8: no derived check blames another flag"
 refused "invalid command line: argument --lr: nan is not a finite number" --lr nan

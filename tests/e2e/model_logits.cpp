@@ -7,7 +7,7 @@
 
 #include "megatron/checkpoint/safetensors.h"
 #include "megatron/core/tool_main.h"
-#include "megatron/train/model_io.h"
+#include "megatron/interop/loaded_model.h"
 
 int main(int argc, char** argv) {
   return megatron::run_tool("model_logits", [&] {
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     }
     std::vector<std::int64_t> ids;
     for (int i = 3; i < argc; ++i) ids.push_back(std::atoll(argv[i]));
-    const megatron::train::LoadedModel loaded = megatron::train::load_model(argv[1]);
+    const megatron::interop::LoadedModel loaded = megatron::interop::load_model(argv[1]);
     const auto n = static_cast<std::int64_t>(ids.size());
     const at::Tensor tokens = at::tensor(ids, at::kLong).view({1, n});
     const at::Tensor positions = at::arange(n, at::kLong).view({1, n});

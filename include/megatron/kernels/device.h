@@ -19,6 +19,8 @@ at::Device select_device(int local_rank);
 at::Generator make_generator(const at::Device& device, std::uint64_t seed);
 // "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB)" or "cpu".
 std::string describe_device(const at::Device& device);
+// A CUDA device's total memory in bytes (0 on the CPU: the host's memory is not a device's).
+std::int64_t device_memory_bytes(const at::Device& device);
 // Peak bytes allocated on a CUDA device since the last reset (0 on CPU).
 std::int64_t peak_memory_bytes(const at::Device& device);
 void reset_peak_memory(const at::Device& device);

@@ -1,8 +1,11 @@
 // The GPT model's shape and numerics, resolved (no "None"): what every module of the model reads.
-// Built from the command line by the trainer; written into checkpoints; compared on load.
+// Built from the command line by the trainer or from a HuggingFace config by the importer (with
+// derive_defaults() filling Megatron's derived sizes); written into checkpoints as JSON under
+// Megatron's argument names; compared on load. No LibTorch here (the flag parser uses it too).
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -58,12 +61,34 @@ struct ModelConfig {
 
   // Every inconsistency (heads not divisible by groups, rotary dim odd, ...), one message each.
   std::vector<std::string> validate() const;
+  // Megatron's values for the sizes left at 0 (TransformerConfig.__post_init__): the MLP's
+  // default_ffn_hidden_size, heads of hidden / heads channels, one query group per head.
+  void derive_defaults();
+  // 4h, or with SwiGLU int(4h * 2/3 / 64) * 64 (Megatron's rule, keeping the parameter count).
+  static std::int64_t default_ffn_hidden_size(std::int64_t hidden_size, bool swiglu);
+  // Megatron's vocabulary padding: `vocab` rounded up to a multiple of divisible_by x tp.
+  static std::int64_t padded_vocab_size_for(std::int64_t vocab, int divisible_by, int tp);
+
+  // Every member under Megatron's argument name (enums as its choices: "learned_absolute",
+  // "RMSNorm", "selective", ...), and back; absent keys keep the member defaults, a key of the
+  // wrong type is an error naming it.
+  nlohmann::json to_json() const;
+  static ModelConfig from_json(const nlohmann::json& j);
+  // The members that shape the parameters (sizes, norms, biases, vocabulary, tying) where `saved`
+  // and this config differ: "hidden_size: checkpoint 32, command line 48".
+  std::vector<std::string> shape_differences_from(const ModelConfig& saved) const;
   // Rows of the fused QKV weight: (heads + 2 * groups) * kv_channels.
   int qkv_size() const { return (num_attention_heads + 2 * num_query_groups) * kv_channels; }
   // Channels of each head that RoPE rotates.
   int rotary_dim() const { return static_cast<int>(kv_channels * rotary_percent); }
   // Dense parameters of the whole model (embeddings and output layer included).
   std::int64_t num_parameters() const;
+  // The parameters one rank of `tp` tensor-parallel ranks holds of one pipeline chunk: `layers`
+  // transformer layers, the embeddings when the chunk is the model's first, the final norm and
+  // output layer when it is the last (tied weights: the output layer is the word embedding, held
+  // a second time when the last chunk is not also the first). Split weights count 1/tp, norms and
+  // row-parallel biases whole. Saturates at INT64_MAX instead of wrapping.
+  std::int64_t num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk) const;
 };
 
 }  // namespace megatron::model

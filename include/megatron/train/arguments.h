@@ -308,9 +308,7 @@ Arguments from_json(std::string_view text);
 // Values Megatron derives after the dump, resolved the same way.
 
 // Vocabulary padded for the model (spec 10.5): --padded-vocab-size when given, else
-// ceil(vocab / (divisible_by * tp)) * divisible_by * tp.
-std::int64_t padded_vocab_size(std::int64_t vocab_size, int make_vocab_size_divisible_by, int tp);
-// Throws megatron::Error naming --padded-vocab-size when it is smaller than the tokenizer's
+// model::ModelConfig::padded_vocab_size_for(vocab, --make-vocab-size-divisible-by, TP). Throws megatron::Error naming --padded-vocab-size when it is smaller than the tokenizer's
 // vocabulary or not divisible by the tensor-parallel size.
 std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size);
 // " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)"

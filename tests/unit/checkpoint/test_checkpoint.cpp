@@ -12,6 +12,7 @@
 
 #include "megatron/checkpoint/async_saver.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/reshard.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/core/check.h"
 #include "test_support.h"
@@ -20,6 +21,8 @@ namespace megatron::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using megatron::testing::error_of;
+using megatron::testing::expect_contains;
 using testing::TempDir;
 
 CheckpointState sample_state(std::int64_t iteration) {
@@ -418,6 +421,39 @@ TEST(Retention, CountsIterationsPastSevenDigits) {
   for (const std::int64_t it : {9999999, 10000000, 10000001}) save_checkpoint(root, sample_state(it), "mp_rank_00");
   apply_retention(root, 10000001, RetentionPolicy{std::nullopt, 2});
   EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_10000000", "iter_10000001"}));
+}
+
+// A run configuration saved before it carried a "model" object: the saved arguments under
+// Megatron's names give the same model.
+TEST(SavedRun, ModelConfigComesFromTheModelObjectOrOlderSavedArguments) {
+  const nlohmann::json legacy = {{"num_layers", 2}, {"hidden_size", 64}, {"ffn_hidden_size", 170},
+                                 {"num_attention_heads", 4}, {"group_query_attention", false},
+                                 {"num_query_groups", 1}, {"kv_channels", 16}, {"seq_length", 32},
+                                 {"max_position_embeddings", 32}, {"position_embedding_type", "rope"},
+                                 {"normalization", "RMSNorm"}, {"swiglu", true}, {"bias_swiglu_fusion", false},
+                                 {"recompute_granularity", nullptr}, {"recompute_method", nullptr},
+                                 {"padded_vocab_size_resolved", 128}, {"lr", 0.001}};
+  const model::ModelConfig c = saved_model_config(legacy, "iter_0000010");
+  EXPECT_EQ(c.num_query_groups, 4);  // one per head without group_query_attention
+  EXPECT_EQ(c.padded_vocab_size, 128);
+  EXPECT_EQ(c.ffn_hidden_size, 170);
+  EXPECT_EQ(c.position_embedding, model::PositionEmbedding::kRope);
+  EXPECT_FALSE(c.bias_activation_fusion);
+  EXPECT_EQ(c.recompute_granularity, model::RecomputeGranularity::kNone);
+  // The "model" object wins, whatever the arguments say.
+  nlohmann::json current = legacy;
+  model::ModelConfig other = c;
+  other.hidden_size = 96;
+  current["model"] = other.to_json();
+  EXPECT_EQ(saved_model_config(current, "x").hidden_size, 96);
+  expect_contains(error_of([] { saved_model_config({{"lr", 0.1}}, "iter_0000010"); }),
+                  {"iter_0000010: the saved run configuration describes no model"});
+  expect_contains(error_of([&] {
+                    nlohmann::json bad = legacy;
+                    bad["swiglu"] = "yes";
+                    saved_model_config(bad, "iter_0000010");
+                  }),
+                  {"iter_0000010: model configuration: 'swiglu' is \"yes\""});
 }
 
 }  // namespace

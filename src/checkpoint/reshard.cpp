@@ -1,19 +1,22 @@
-// Loading a checkpoint saved in another tensor x pipeline layout (see trainer_parts.h): every
+// Loading a checkpoint saved in another tensor x pipeline layout (see reshard.h): every
 // parameter this rank holds is found in the saved layout (which stage and chunk held its layer,
 // under which stage-local name), its saved TP shards are joined into the full tensor and this
 // rank's shard is cut from it; the optimizer's fp32 state (main parameters and both moments) is
 // joined and cut the same way, from the pieces of every data-parallel rank's file.
+#include <ATen/core/grad_mode.h>
+
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "megatron/checkpoint/reshard.h"
+
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_state.h"
-#include "trainer_parts.h"
 
-namespace megatron::train {
+namespace megatron::checkpoint {
 namespace {
 
 constexpr const char* kLayers = "decoder.layers.";
@@ -30,9 +33,9 @@ class Resharder {
             bool load_optimizer)
       : root_(root), iteration_(iteration), saved_(saved), target_(target), load_optimizer_(load_optimizer) {}
 
-  checkpoint::CheckpointState run() {
+  CheckpointState run() {
     // Counters and config from the first shard's metadata (its model only, no optimizer state).
-    checkpoint::CheckpointState out = checkpoint::load_checkpoint(
+    CheckpointState out = load_checkpoint(
         root_, iteration_, parallel::ParallelState::checkpoint_shard_name(0, 0, saved_.layout.stages), false, false);
     out.model.clear();
     // Where each parameter this rank holds was saved; the loads then read only those tensors'
@@ -42,7 +45,7 @@ class Resharder {
       wheres.push_back(locate(name));
       needed_[wheres.back().stage].insert(wheres.back().name);
     }
-    parallel::NamedTensors pieces;
+    NamedTensors pieces;
     for (std::size_t i = 0; i < target_.params.size(); ++i) {
       const auto& [name, param] = target_.params[i];
       const parallel::TensorParallelLayout& layout = target_.layouts[i];
@@ -91,24 +94,24 @@ class Resharder {
     return stage_place(rest, from);
   }
 
-  const checkpoint::CheckpointState& shard(int tp_rank, int stage) {
+  const CheckpointState& shard(int tp_rank, int stage) {
     const std::string folder = parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages);
     auto it = cache_.find(folder);
     if (it == cache_.end()) {
       // Of the optimizer files, only the state of the tensors this rank needs from that stage.
       const std::set<std::string>& needed = needed_[stage];
-      const checkpoint::TensorFilter keep = [&needed](const std::string& name, std::int64_t) {
+      const TensorFilter keep = [&needed](const std::string& name, std::int64_t) {
         const auto key = name.rfind('/');
         const auto param = key == std::string::npos || key == 0 ? std::string::npos : name.rfind('/', key - 1);
         return param != std::string::npos && needed.contains(name.substr(0, param));
       };
-      it = cache_.emplace(folder, checkpoint::load_checkpoint(root_, iteration_, folder, load_optimizer_, false, keep))
+      it = cache_.emplace(folder, load_checkpoint(root_, iteration_, folder, load_optimizer_, false, keep))
                .first;
     }
     return it->second;
   }
 
-  at::Tensor find(const checkpoint::NamedTensors& tensors, const std::string& name, int tp_rank, int stage) const {
+  at::Tensor find(const NamedTensors& tensors, const std::string& name, int tp_rank, int stage) const {
     for (const auto& [n, t] : tensors) {
       if (n == name) return t;
     }
@@ -150,7 +153,7 @@ class Resharder {
   ReshardSource saved_;
   const ReshardTarget& target_;
   bool load_optimizer_;
-  std::map<std::string, checkpoint::CheckpointState> cache_;
+  std::map<std::string, CheckpointState> cache_;
   std::map<int, std::set<std::string>> needed_;  // per saved stage: the saved names this rank reads
 };
 
@@ -175,7 +178,7 @@ StagePlace stage_place(const std::string& full_name, const parallel::PipelineLay
   return {layout.stages - 1, chunk_prefix(layout.chunks - 1, layout.chunks) + full_name};  // final norm, output
 }
 
-checkpoint::CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
+CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
                                            const ReshardTarget& target, bool load_optimizer) {
   return Resharder(root, iteration, saved, target, load_optimizer).run();
 }
@@ -202,4 +205,59 @@ parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int
   return {layers, pp, chunks, opt("decoder_first_pipeline_num_layers"), opt("decoder_last_pipeline_num_layers")};
 }
 
-}  // namespace megatron::train
+void load_parameters(const NamedTensors& params, const NamedTensors& saved,
+                     const std::string& where) {
+  std::map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, t] : saved) by_name[name] = &t;
+  std::vector<std::string> problems;
+  std::vector<std::pair<const at::Tensor*, const at::Tensor*>> copies;  // (parameter, saved)
+  for (const auto& [name, p] : params) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      problems.push_back(name + ": missing from the checkpoint");
+      continue;
+    }
+    if (it->second->sizes() != p.sizes()) {
+      problems.push_back(str_cat(name, ": checkpoint shape ", it->second->sizes(), ", model shape ", p.sizes()));
+    }
+    copies.emplace_back(&p, it->second);
+    by_name.erase(it);
+  }
+  for (const auto& [name, t] : by_name) problems.push_back(name + ": in the checkpoint but not in this model");
+  if (!problems.empty()) {
+    std::string message = "checkpoint " + where + " does not fit the model:";
+    for (const auto& p : problems) message += "\n  " + p;
+    MEGATRON_FAIL(message);
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& [param, value] : copies) param->copy_(*value);
+}
+
+model::ModelConfig saved_model_config(const nlohmann::json& config, const std::string& where) {
+  MEGATRON_CHECK(config.is_object(), where, ": the checkpoint records no run configuration");
+  // Written before the "model" object: the saved arguments carry the same names, except for the
+  // query groups (given only with group_query_attention) and the resolved vocabulary.
+  MEGATRON_CHECK(config.contains("model") || (config.contains("num_layers") && config.contains("padded_vocab_size_resolved")),
+                 where, ": the saved run configuration describes no model");
+  try {
+    if (config.contains("model")) return model::ModelConfig::from_json(config.at("model"));
+    nlohmann::json legacy = nlohmann::json::object();
+    for (const auto& [key, value] : config.items()) {
+      if (!value.is_null()) legacy[key] = value;
+    }
+    const auto flag = [&](const char* key, bool fallback) {
+      const auto it = config.find(key);
+      return it != config.end() && it->is_boolean() ? it->get<bool>() : fallback;
+    };
+    if (!flag("group_query_attention", false) && config.contains("num_attention_heads")) {
+      legacy["num_query_groups"] = config.at("num_attention_heads");
+    }
+    legacy["padded_vocab_size"] = config.at("padded_vocab_size_resolved");
+    legacy["bias_activation_fusion"] = flag(flag("swiglu", false) ? "bias_swiglu_fusion" : "bias_gelu_fusion", true);
+    return model::ModelConfig::from_json(legacy);
+  } catch (const Error& e) {
+    MEGATRON_FAIL(where, ": ", e.what());
+  }
+}
+
+}  // namespace megatron::checkpoint

@@ -1,53 +1,25 @@
-// A trained model outside training: a checkpoint of any TP x PP layout loaded into one process
-// (the single-process GptModel built from the configuration saved in the checkpoint, every
-// parameter joined from the saved shards by the same resharding a resume in another layout uses),
-// and HuggingFace's two decoder families written from it.
+// HuggingFace's two decoder families, written from and read into Megatron's parameters.
 //   - GPT2LMHeadModel: learned positions, LayerNorm, GeLU (gelu_new for Megatron's fused tanh
 //     GeLU, gelu for --no-bias-gelu-fusion), multi-head attention, tied or untied output layer.
 //   - LlamaForCausalLM: RoPE (rotate-half, whole head), RMSNorm, SwiGLU, any number of query
 //     groups, tied or untied, with or without linear biases.
 // Anything else (RoPE with LayerNorm, partial or interleaved rotary, ...) is refused, naming the
-// setting. The export cuts Megatron's padded vocabulary back to the tokenizer's size.
+// setting. The export cuts Megatron's padded vocabulary back to the tokenizer's size. The HF
+// names, GPT-2's Conv1D [in, out] layout, Llama's separate q/k/v and gate/up projections and the
+// config.json keys follow what transformers reads; the tests load every export with transformers.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "megatron/model/gpt_model.h"
-#include "megatron/parallel/communicator.h"
-#include "megatron/parallel/parallel_context.h"
-#include "megatron/tokenizer/tokenizer.h"
-#include "megatron/train/arguments.h"
+#include "megatron/model/model_config.h"
 
-namespace megatron::train {
-
-struct LoadedModel {
-  std::string root;
-  std::int64_t iteration = 0;
-  Arguments args;                  // the saved run's arguments
-  model::ModelConfig config;
-  int saved_tp = 1;
-  int saved_pp = 1;
-  std::unique_ptr<parallel::Communicator> comm;
-  std::unique_ptr<parallel::ParallelState> state;
-  std::unique_ptr<parallel::ParallelContext> pc;
-  std::unique_ptr<model::GptModel> model;  // single process, CPU, fp32, eval mode by the caller
-};
-
-// Loads <root>'s latest checkpoint (or `iteration`). Throws megatron::Error naming the folder
-// when there is no checkpoint or it lacks its configuration.
-LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
-
-// The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved
-// run's (both filled in, for the caller to copy or print); refused when neither names them.
-std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
-                                                          std::string& merge_file);
+namespace megatron::interop {
 
 enum class HfFamily { kGpt2, kLlama };
 
@@ -91,26 +63,4 @@ struct HfImport {
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
                    const std::string& vocab_file, const std::string& merge_file);
 
-// Text generation (tools/generate): Megatron's sampling (greedy; or temperature, then top-k or
-// top-p, then a draw) over the model's KV cache: the prompt in one forward step, then one step
-// per new token.
-struct SamplingOptions {
-  std::int64_t max_new_tokens = 64;
-  bool greedy = false;
-  double temperature = 1.0;
-  std::int64_t top_k = 0;  // 0: off
-  double top_p = 0.0;      // 0: off
-  std::uint64_t seed = 1234;
-  bool stop_at_eod = true;
-};
-// The next token from fp32 logits [V] (ids >= vocab_limit, the padding, are never chosen).
-std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, const SamplingOptions& options,
-                          at::Generator& gen);
-// Continues `prompt`; `on_token` sees each new id as soon as it is chosen. Stops after
-// max_new_tokens, at the EOD (included in the result) unless !stop_at_eod, or at the model's last
-// position (learned position embeddings). Returns the new ids.
-std::vector<std::int64_t> generate(const model::GptModel& model, const std::vector<std::int64_t>& prompt,
-                                   std::int64_t vocab_limit, std::int64_t eod, const SamplingOptions& options,
-                                   const std::function<void(std::int64_t)>& on_token = {});
-
-}  // namespace megatron::train
+}  // namespace megatron::interop

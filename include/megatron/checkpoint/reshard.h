@@ -1,0 +1,62 @@
+// Loading a checkpoint saved in another tensor x pipeline layout: each parameter a rank holds now
+// is found where the saved layout put it (stage, chunk, stage-local name), its saved TP shards are
+// joined and this rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
+// configuration says of the model and its layer split, for the trainer's resume and for tools
+// that load a checkpoint into one process.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "megatron/checkpoint/checkpoint.h"
+#include "megatron/model/model_config.h"
+#include "megatron/parallel/parallel_context.h"
+#include "megatron/parallel/pipeline_layout.h"
+
+namespace megatron::checkpoint {
+
+// Copies checkpoint tensors into the model's parameters; every name and shape must match
+// (differences are listed in the error).
+void load_parameters(const NamedTensors& params, const NamedTensors& saved, const std::string& where);
+
+// Resharding a checkpoint saved in another TP x PP layout: what was saved ...
+struct ReshardSource {
+  int tp = 1;
+  parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
+  bool tied_embeddings = true;      // the output layer is the word embedding
+};
+// ... and what this rank holds now: its parameters under their current names, their TP layouts,
+// its TP rank and size, its pipeline stage and the current layer split.
+struct ReshardTarget {
+  const NamedTensors& params;
+  const std::vector<parallel::TensorParallelLayout>& layouts;
+  int tp_rank = 0;
+  int tp = 1;
+  int pp_rank = 0;
+  parallel::PipelineLayout layout;
+};
+// This rank's parameters cut from the saved shards (model), and with `load_optimizer` its whole
+// fp32 optimizer state as one piece per parameter and key ("<name>/<key>/0", in optimizer_parts);
+// counters and config from the saved first shard; no RNG state (the streams belong to a layout).
+CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
+                               const ReshardTarget& target, bool load_optimizer);
+// Where a full model's parameter (global layer numbers: "decoder.layers.<global>.rest") lives in a
+// pipeline layout: the stage, and the name that stage's checkpoint gives it ("model<c>." first
+// with several chunks, the layer numbered within its chunk).
+struct StagePlace {
+  int stage = 0;
+  std::string name;
+};
+StagePlace stage_place(const std::string& full_name, const parallel::PipelineLayout& layout);
+// The layer split a saved run configuration used, at pipeline size `pp` (its mp_rank folders).
+parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp);
+// Whether two splits put the same layers in the same stages and chunks (however the flags said it).
+bool same_layer_split(const parallel::PipelineLayout& a, const parallel::PipelineLayout& b);
+
+// The model a checkpoint's saved run configuration describes: its "model" object, or for
+// checkpoints written before it existed, the same fields among the saved arguments. Throws
+// megatron::Error naming `where` when neither is there.
+model::ModelConfig saved_model_config(const nlohmann::json& config, const std::string& where);
+
+}  // namespace megatron::checkpoint

@@ -1,0 +1,42 @@
+// A trained model outside training: a checkpoint of any TP x PP layout loaded into one process
+// (the single-process GptModel built from the model configuration saved in the checkpoint, every
+// parameter joined from the saved shards by the same resharding a resume in another layout uses),
+// and the tokenizer the saved run named.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "megatron/model/gpt_model.h"
+#include "megatron/parallel/communicator.h"
+#include "megatron/parallel/parallel_context.h"
+#include "megatron/tokenizer/tokenizer.h"
+
+namespace megatron::interop {
+
+struct LoadedModel {
+  std::string root;
+  std::int64_t iteration = 0;
+  nlohmann::json run_config;       // the saved run's configuration (its arguments, "model")
+  model::ModelConfig config;
+  int saved_tp = 1;
+  int saved_pp = 1;
+  std::unique_ptr<parallel::Communicator> comm;
+  std::unique_ptr<parallel::ParallelState> state;
+  std::unique_ptr<parallel::ParallelContext> pc;
+  std::unique_ptr<model::GptModel> model;  // single process, CPU, fp32, eval mode by the caller
+};
+
+// Loads <root>'s latest checkpoint (or `iteration`). Throws megatron::Error naming the folder
+// when there is no checkpoint or it lacks its configuration.
+LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
+
+// The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved
+// run's (both filled in, for the caller to copy or print); refused when neither names them.
+std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
+                                                          std::string& merge_file);
+
+}  // namespace megatron::interop

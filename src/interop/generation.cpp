@@ -1,0 +1,59 @@
+// Megatron's sampling and KV-cached generation (see generation.h).
+#include "megatron/interop/generation.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <limits>
+
+#include "megatron/core/check.h"
+
+namespace megatron::interop {
+
+std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, const SamplingOptions& options,
+                          at::Generator& gen) {
+  at::Tensor l = logits.to(at::kFloat).narrow(0, 0, std::min<std::int64_t>(vocab_limit, logits.size(0)));
+  if (options.greedy) return l.argmax().item<std::int64_t>();
+  l = l / options.temperature;
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  if (options.top_k > 0) {
+    // Megatron's modify_logits_for_top_k_filtering: everything below the k-th largest goes.
+    const at::Tensor kth = std::get<0>(at::topk(l, std::min<std::int64_t>(options.top_k, l.size(0)))).select(0, -1);
+    l = l.masked_fill(l < kth, minus_inf);
+  } else if (options.top_p > 0.0) {
+    // Megatron's top-p: the smallest set of most likely tokens whose probability reaches p.
+    const auto [sorted, order] = at::sort(l, 0, /*descending=*/true);
+    const at::Tensor cumulative = at::softmax(sorted, 0).cumsum(0);
+    at::Tensor remove = cumulative > options.top_p;
+    remove = at::cat({at::zeros({1}, remove.options()), remove.narrow(0, 0, remove.size(0) - 1)});  // keep the first past p
+    l = l.index_put({order.masked_select(remove)}, at::scalar_tensor(minus_inf));
+  }
+  return at::multinomial(at::softmax(l, 0), 1, false, gen).item<std::int64_t>();
+}
+
+std::vector<std::int64_t> generate(const model::GptModel& model, const std::vector<std::int64_t>& prompt,
+                                   std::int64_t vocab_limit, std::int64_t eod, const SamplingOptions& options,
+                                   const std::function<void(std::int64_t)>& on_token) {
+  MEGATRON_CHECK(!prompt.empty(), "the prompt is empty: give some text (or the EOD token) to start from");
+  const model::ModelConfig& c = model.config();
+  const bool learned = c.position_embedding == model::PositionEmbedding::kLearnedAbsolute;
+  MEGATRON_CHECK(!learned || static_cast<std::int64_t>(prompt.size()) <= c.max_position_embeddings, "the prompt has ",
+                 prompt.size(), " tokens; the model has ", c.max_position_embeddings, " positions");
+  at::NoGradGuard no_grad;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  model::GptModel::KvCache cache;
+  at::Tensor step = at::tensor(prompt, at::kLong).unsqueeze(0);
+  std::vector<std::int64_t> out;
+  while (static_cast<std::int64_t>(out.size()) < options.max_new_tokens) {
+    if (learned && cache.length() + step.size(1) > c.max_position_embeddings) break;
+    const at::Tensor logits = model.forward_cached(step, cache);  // [1, s, V]
+    const std::int64_t next = sample_token(logits[0][-1], vocab_limit, options, gen);
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (options.stop_at_eod && next == eod) break;
+    step = at::full({1, 1}, next, at::kLong);
+  }
+  return out;
+}
+
+
+}  // namespace megatron::interop

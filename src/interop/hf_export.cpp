@@ -1,0 +1,244 @@
+// Megatron's parameters as a HuggingFace GPT-2 or Llama folder (see huggingface.h).
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "hf_layout.h"
+#include "megatron/checkpoint/safetensors.h"
+#include "megatron/core/check.h"
+#include "megatron/core/file_io.h"
+#include "megatron/interop/huggingface.h"
+
+namespace megatron::interop {
+namespace {
+
+namespace fs = std::filesystem;
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+using detail::Qkv;
+using detail::split_qkv;
+
+const at::Tensor& get(const std::map<std::string, at::Tensor>& m, const std::string& name) {
+  const auto it = m.find(name);
+  MEGATRON_CHECK(it != m.end(), "the model has no parameter ", name);
+  return it->second;
+}
+
+}  // namespace
+
+HfFamily hf_family_of(const model::ModelConfig& c) {
+  const bool rope = c.position_embedding == model::PositionEmbedding::kRope;
+  const bool rms = c.normalization == model::Normalization::kRmsNorm;
+  std::vector<std::string> problems;
+  if (!rope && !rms && !c.swiglu) {
+    if (c.num_query_groups != c.num_attention_heads) {
+      problems.push_back("--group-query-attention --num-query-groups " + std::to_string(c.num_query_groups) +
+                         ": GPT-2 has one key/value head per query head");
+    }
+    if (c.kv_channels * c.num_attention_heads != c.hidden_size) {
+      problems.push_back("--kv-channels " + std::to_string(c.kv_channels) +
+                         ": GPT-2's head size is --hidden-size / --num-attention-heads");
+    }
+    if (problems.empty()) return HfFamily::kGpt2;
+  } else if (rope && rms && c.swiglu) {
+    if (c.rotary_percent != 1.0) {
+      problems.push_back("--rotary-percent " + std::to_string(c.rotary_percent) + ": Llama rotates whole heads");
+    }
+    if (c.rotary_interleaved) problems.push_back("--rotary-interleaved: Llama rotates halves, not pairs");
+    if (problems.empty()) return HfFamily::kLlama;
+  } else {
+    problems.push_back(std::string("--position-embedding-type ") + (rope ? "rope" : "learned_absolute") +
+                       ", --normalization " + (rms ? "RMSNorm" : "LayerNorm") + (c.swiglu ? ", --swiglu" : ", GeLU") +
+                       ": HuggingFace's GPT-2 takes learned_absolute + LayerNorm + GeLU and Llama rope + RMSNorm + "
+                       "--swiglu; this mix is neither");
+  }
+  std::string message = "this model cannot be written in HuggingFace's format:";
+  for (const auto& p : problems) message += "\n  " + p;
+  MEGATRON_FAIL(message);
+}
+
+HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,
+               at::ScalarType dtype) {
+  HfExport out;
+  out.family = hf_family_of(c);
+  MEGATRON_CHECK(vocab_size > 0 && vocab_size <= c.padded_vocab_size, "the tokenizer has ", vocab_size,
+                 " tokens but the model's vocabulary has ", c.padded_vocab_size,
+                 " rows: this checkpoint was trained with another tokenizer (--vocab-file)");
+  std::map<std::string, at::Tensor> p;
+  for (const auto& [name, t] : params) p.emplace(name, t.detach());
+  const bool tied = !c.untie_embeddings_and_output_weights;
+  auto put = [&](const std::string& name, const at::Tensor& t) {
+    out.tensors.emplace_back(name, t.to(dtype).contiguous());
+  };
+  auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
+  auto vocab_rows = [&](const char* name) { return get(p, name).narrow(0, 0, vocab_size); };
+  const std::string dtype_name = dtype == at::kBFloat16 ? "bfloat16" : dtype == at::kHalf ? "float16" : "float32";
+  if (out.family == HfFamily::kGpt2) {
+    put("transformer.wte.weight", vocab_rows("embedding.word_embeddings.weight"));
+    put("transformer.wpe.weight", get(p, "embedding.position_embeddings.weight"));
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string h = "transformer.h." + std::to_string(i) + ".";
+      auto bias_or_zeros = [&](const std::string& name, std::int64_t n) {
+        const auto it = p.find(name);
+        return it != p.end() ? it->second : at::zeros({n});  // GPT-2 always has biases: zero is exact
+      };
+      put(h + "ln_1.weight", get(p, layer(i, "input_layernorm.weight")));
+      put(h + "ln_1.bias", get(p, layer(i, "input_layernorm.bias")));
+      const Qkv w = split_qkv(get(p, layer(i, "self_attention.linear_qkv.weight")), c);
+      put(h + "attn.c_attn.weight", at::cat({w.q, w.k, w.v}, 0).t());  // Conv1D: [in, out]
+      const Qkv b = split_qkv(bias_or_zeros(layer(i, "self_attention.linear_qkv.bias"), c.qkv_size()), c);
+      put(h + "attn.c_attn.bias", at::cat({b.q, b.k, b.v}, 0));
+      put(h + "attn.c_proj.weight", get(p, layer(i, "self_attention.linear_proj.weight")).t());
+      put(h + "attn.c_proj.bias", bias_or_zeros(layer(i, "self_attention.linear_proj.bias"), c.hidden_size));
+      put(h + "ln_2.weight", get(p, layer(i, "pre_mlp_layernorm.weight")));
+      put(h + "ln_2.bias", get(p, layer(i, "pre_mlp_layernorm.bias")));
+      put(h + "mlp.c_fc.weight", get(p, layer(i, "mlp.linear_fc1.weight")).t());
+      put(h + "mlp.c_fc.bias", bias_or_zeros(layer(i, "mlp.linear_fc1.bias"), c.ffn_hidden_size));
+      put(h + "mlp.c_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")).t());
+      put(h + "mlp.c_proj.bias", bias_or_zeros(layer(i, "mlp.linear_fc2.bias"), c.hidden_size));
+    }
+    put("transformer.ln_f.weight", get(p, "decoder.final_layernorm.weight"));
+    put("transformer.ln_f.bias", get(p, "decoder.final_layernorm.bias"));
+    if (!tied) put("lm_head.weight", vocab_rows("output_layer.weight"));
+    out.config = {{"architectures", {"GPT2LMHeadModel"}},
+                  {"model_type", "gpt2"},
+                  {"vocab_size", vocab_size},
+                  {"n_positions", c.max_position_embeddings},
+                  {"n_ctx", c.max_position_embeddings},
+                  {"n_embd", c.hidden_size},
+                  {"n_layer", c.num_layers},
+                  {"n_head", c.num_attention_heads},
+                  {"n_inner", c.ffn_hidden_size},
+                  // Megatron's fused bias-GeLU is the tanh approximation (HF's gelu_new); unfused is erf.
+                  {"activation_function", c.bias_activation_fusion ? "gelu_new" : "gelu"},
+                  {"resid_pdrop", c.hidden_dropout},
+                  {"embd_pdrop", c.hidden_dropout},
+                  {"attn_pdrop", c.attention_dropout},
+                  {"layer_norm_epsilon", c.norm_epsilon},
+                  {"initializer_range", c.init_method_std},
+                  {"scale_attn_weights", true},
+                  {"use_cache", true},
+                  {"bos_token_id", eod},
+                  {"eos_token_id", eod},
+                  {"tie_word_embeddings", tied},
+                  {"dtype", dtype_name}};
+  } else {
+    put("model.embed_tokens.weight", vocab_rows("embedding.word_embeddings.weight"));
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string h = "model.layers." + std::to_string(i) + ".";
+      put(h + "input_layernorm.weight", get(p, layer(i, "input_layernorm.weight")));
+      const Qkv w = split_qkv(get(p, layer(i, "self_attention.linear_qkv.weight")), c);
+      put(h + "self_attn.q_proj.weight", w.q);
+      put(h + "self_attn.k_proj.weight", w.k);
+      put(h + "self_attn.v_proj.weight", w.v);
+      put(h + "self_attn.o_proj.weight", get(p, layer(i, "self_attention.linear_proj.weight")));
+      const at::Tensor fc1 = get(p, layer(i, "mlp.linear_fc1.weight"));  // [gate; up]
+      put(h + "mlp.gate_proj.weight", fc1.narrow(0, 0, c.ffn_hidden_size));
+      put(h + "mlp.up_proj.weight", fc1.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
+      put(h + "mlp.down_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")));
+      if (c.add_bias_linear) {
+        const Qkv b = split_qkv(get(p, layer(i, "self_attention.linear_qkv.bias")), c);
+        put(h + "self_attn.q_proj.bias", b.q);
+        put(h + "self_attn.k_proj.bias", b.k);
+        put(h + "self_attn.v_proj.bias", b.v);
+        put(h + "self_attn.o_proj.bias", get(p, layer(i, "self_attention.linear_proj.bias")));
+        const at::Tensor fc1_bias = get(p, layer(i, "mlp.linear_fc1.bias"));
+        put(h + "mlp.gate_proj.bias", fc1_bias.narrow(0, 0, c.ffn_hidden_size));
+        put(h + "mlp.up_proj.bias", fc1_bias.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
+        put(h + "mlp.down_proj.bias", get(p, layer(i, "mlp.linear_fc2.bias")));
+      }
+      put(h + "post_attention_layernorm.weight", get(p, layer(i, "pre_mlp_layernorm.weight")));
+    }
+    put("model.norm.weight", get(p, "decoder.final_layernorm.weight"));
+    if (!tied) put("lm_head.weight", vocab_rows("output_layer.weight"));
+    out.config = {{"architectures", {"LlamaForCausalLM"}},
+                  {"model_type", "llama"},
+                  {"vocab_size", vocab_size},
+                  {"hidden_size", c.hidden_size},
+                  {"intermediate_size", c.ffn_hidden_size},
+                  {"num_hidden_layers", c.num_layers},
+                  {"num_attention_heads", c.num_attention_heads},
+                  {"num_key_value_heads", c.num_query_groups},
+                  {"head_dim", c.kv_channels},
+                  {"hidden_act", "silu"},
+                  {"max_position_embeddings", c.max_position_embeddings},
+                  {"rms_norm_eps", c.norm_epsilon},
+                  {"rope_theta", c.rotary_base},
+                  {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rotary_base}}},
+                  {"attention_bias", c.add_bias_linear},
+                  {"mlp_bias", c.add_bias_linear},
+                  {"attention_dropout", c.attention_dropout},
+                  {"initializer_range", c.init_method_std},
+                  {"use_cache", true},
+                  {"bos_token_id", eod},
+                  {"eos_token_id", eod},
+                  {"tie_word_embeddings", tied},
+                  {"dtype", dtype_name}};
+  }
+  out.generation_config = {{"bos_token_id", eod}, {"eos_token_id", eod}, {"pad_token_id", eod},
+                           {"max_length", c.seq_length}};
+  return out;
+}
+
+void write_hf_folder(const std::string& dir, const HfExport& model, const std::string& vocab_file,
+                     const std::string& merge_file, std::int64_t model_max_length, std::uint64_t max_shard_bytes) {
+  MEGATRON_CHECK(!fs::exists(dir), "--save-dir ", dir, " already exists; choose a new folder");
+  check_readable_file(vocab_file, "--vocab-file");
+  check_readable_file(merge_file, "--merge-file");
+  const fs::path target(dir);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  TemporaryFolder temp(dir + ".tmp." + std::to_string(::getpid()));
+  const fs::path tmp(temp.path());
+  auto write_json = [&](const char* name, const nlohmann::ordered_json& j) {
+    AtomicFile file((tmp / name).string());
+    const std::string text = j.dump(2) + "\n";
+    file.write(text.data(), text.size());
+    file.commit();
+  };
+  // Shards in parameter order, each up to max_shard_bytes (a larger tensor gets one to itself).
+  std::vector<checkpoint::NamedTensors> shards(1);
+  std::uint64_t in_shard = 0, total = 0;
+  for (const auto& [name, t] : model.tensors) {
+    const std::uint64_t bytes = t.nbytes();
+    if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().emplace_back(name, t);
+    in_shard += bytes;
+    total += bytes;
+  }
+  const std::map<std::string, std::string> metadata{{"format", "pt"}};
+  if (shards.size() == 1) {
+    checkpoint::write_safetensors((tmp / "model.safetensors").string(), shards[0], metadata);
+  } else {
+    nlohmann::ordered_json map = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      char name[64];
+      std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      checkpoint::write_safetensors((tmp / name).string(), shards[i], metadata);
+      for (const auto& [tensor, t] : shards[i]) map[tensor] = name;
+    }
+    write_json("model.safetensors.index.json", {{"metadata", {{"total_size", total}}}, {"weight_map", map}});
+  }
+  write_json("config.json", model.config);
+  write_json("generation_config.json", model.generation_config);
+  fs::copy_file(vocab_file, tmp / "vocab.json");
+  fs::copy_file(merge_file, tmp / "merges.txt");
+  const std::string eod = "<|endoftext|>";
+  write_json("tokenizer_config.json", {{"tokenizer_class", "GPT2Tokenizer"},
+                                       {"model_max_length", model_max_length},
+                                       {"bos_token", eod},
+                                       {"eos_token", eod},
+                                       {"unk_token", eod},
+                                       {"add_prefix_space", false}});
+  write_json("special_tokens_map.json", {{"bos_token", eod}, {"eos_token", eod}, {"unk_token", eod}});
+  fs::rename(tmp, target);
+  temp.release();
+  fsync_parent_folder(dir);
+}
+
+}  // namespace megatron::interop

@@ -2,7 +2,6 @@
 // huggingface.h).
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -12,6 +11,7 @@
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/strings.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parallel_state.h"
@@ -54,10 +54,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
       return fallback;
     }
   };
-  auto str = [](double v) {  // the shortest text that reads back as v
-    char text[32];
-    return std::string(text, std::to_chars(text, text + sizeof(text), v).ptr);
-  };
+  const auto str = [](double v) { return python_float_repr(v); };  // reads back as v
   HfImport result;
   std::vector<std::string> flags;
   // The model, as megatron_train's flags would resolve it (kv channels and query groups derived

@@ -91,7 +91,5 @@ class Resolver {
 // Fills derived values and appends every problem found to state.problems.
 void resolve_arguments(Arguments& args, ParseState& state, const ParseOptions& options);
 
-// Megatron's --split parsing (spec 4.2 step 1): the numbers in `split`, or "" and an explanation.
-std::vector<double> parse_split(const std::string& split, std::string& error);
 
 }  // namespace megatron::train::detail

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <filesystem>
 
+#include "megatron/core/check.h"
+#include "megatron/data/dataset_split.h"
 #include "resolve_arguments.h"
 
 namespace megatron::train::detail {
@@ -21,9 +23,11 @@ void Resolver::data_sources() {
   check(sources <= 1, "A single data source must be provided in training mode, else None: give one of --mock-data, "
                       "--data-path, or --train-data-path/--valid-data-path/--test-data-path");
   if (d.split && valid("split")) {
-    std::string error;
-    parse_split(*d.split, error);
-    if (!error.empty()) problem("--split '" + *d.split + "': " + error);
+    try {
+      data::parse_split(*d.split);  // the data module's parser: one home for --split
+    } catch (const Error& e) {
+      problem(e.what());
+    }
   }
   if (!d.dataloader_type) d.dataloader_type = "single";
   const std::string& loader = *d.dataloader_type;
@@ -161,37 +165,5 @@ void Resolver::logging_and_checkpoints() {
             " needs --save");
   }
 }
-
-std::vector<double> parse_split(const std::string& split, std::string& error) {
-  std::vector<double> weights;
-  for (std::size_t i = 0; i < split.size();) {
-    if (!(std::isdigit(static_cast<unsigned char>(split[i])) || split[i] == '.')) {
-      ++i;
-      continue;
-    }
-    std::size_t end = i;
-    while (end < split.size() && (std::isdigit(static_cast<unsigned char>(split[end])) || split[end] == '.')) ++end;
-    const std::string token = split.substr(i, end - i);
-    double value = 0.0;
-    const auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
-    if (ec != std::errc() || ptr != token.data() + token.size()) {
-      error = "'" + token + "' is not a number";
-      return {};
-    }
-    weights.push_back(value);
-    i = end;
-  }
-  if (weights.size() > 3) {
-    error = "expected at most 3 proportions (train, validation, test), got " + std::to_string(weights.size());
-    return {};
-  }
-  weights.resize(3, 0.0);
-  if (weights[0] + weights[1] + weights[2] <= 0.0) {
-    error = "the proportions must not all be zero";
-    return {};
-  }
-  return weights;
-}
-
 
 }  // namespace megatron::train::detail

@@ -10,7 +10,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +25,7 @@
 #include "megatron/core/exit_signal.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/process_lock.h"
+#include "megatron/core/strings.h"
 #include "megatron/kernels/device.h"
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/data_parallel.h"
@@ -712,12 +712,8 @@ std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
     const double minutes = std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0;
     if (any_rank(minutes > static_cast<double>(*limit))) {
       save_here();
-      // Megatron formats the float with Python's str(): the shortest text that reads back exactly,
-      // whole numbers as "2.0" (minutes > limit >= 1 here, where both notations agree).
-      char repr[32];
-      std::string text(repr, std::to_chars(repr, repr + sizeof(repr), minutes).ptr);
-      if (text.find_first_of(".e") == std::string::npos) text += ".0";
-      print_datetime("exiting program after " + text + " minutes");
+      // Megatron formats the float with Python's str().
+      print_datetime("exiting program after " + python_float_repr(minutes) + " minutes");
       return "exit-duration";
     }
   }

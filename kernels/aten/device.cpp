@@ -24,6 +24,13 @@ bool cuda_usable() {
 #endif
 }
 
+int cuda_device_count() {
+#if MEGATRON_CUDA_KERNELS
+  if (cuda_usable()) return static_cast<int>(c10::cuda::device_count());
+#endif
+  return 0;
+}
+
 at::Device select_device(int local_rank) {
 #if MEGATRON_CUDA_KERNELS
   if (cuda_usable()) {
@@ -53,7 +60,7 @@ std::string describe_device(const at::Device& device) {
 #if MEGATRON_CUDA_KERNELS
   if (device.is_cuda()) {
     const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device.index());
-    char buf[256];
+    char buf[512];
     std::snprintf(buf, sizeof(buf), "%s (%s, %.1f GiB)", device.str().c_str(), prop->name,
                   static_cast<double>(prop->totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
     return buf;

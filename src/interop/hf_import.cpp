@@ -104,6 +104,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     const int hidden = number("hidden_size", 0);
     const int heads = number("num_attention_heads", 0);
     const int groups = number("num_key_value_heads", heads);
+    if (groups <= 0) problems.push_back("num_key_value_heads " + std::to_string(groups) + ": must be positive");
+    if (number("intermediate_size", 0) <= 0) problems.push_back("intermediate_size: missing or not positive");
     const int head_dim = number("head_dim", heads > 0 ? hidden / heads : 0);
     double theta = number("rope_theta", 10000.0);
     if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {

@@ -28,6 +28,8 @@ std::vector<std::string> ModelConfig::validate() const {
        "--rotary-percent ", rotary_percent, " of --kv-channels ", kv_channels,
        " must give a positive even number of rotated channels");
   need(padded_vocab_size > 0, "the padded vocabulary size must be positive");
+  need(norm_epsilon > 0, "--norm-epsilon must be positive");
+  need(init_method_std >= 0, "--init-method-std must not be negative");
   need(attention_dropout >= 0 && attention_dropout < 1, "--attention-dropout must be in [0, 1)");
   need(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
   return problems;
@@ -182,7 +184,9 @@ std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first
   const std::int64_t h = hidden_size, bias = add_bias_linear ? 1 : 0;
   const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * h : h;
   // Column-parallel outputs and row-parallel inputs are split over TP.
-  const std::int64_t qkv = qkv_size() / tp;
+  // In 64 bits: qkv_size() is an int and wraps for sizes the flags still allow.
+  const std::int64_t qkv =
+      mul(add(num_attention_heads, mul(2, num_query_groups)), kv_channels) / tp;
   const std::int64_t q = mul(num_attention_heads, kv_channels) / tp;
   const std::int64_t fc1_out = (swiglu ? 2 * std::int64_t{ffn_hidden_size} : ffn_hidden_size) / tp;
   const std::int64_t ffn = ffn_hidden_size / tp;

@@ -75,7 +75,8 @@ MemoryNeed rank_memory_need(const model::ModelConfig& config, const RankShare& s
   need.gradient_bytes = saturating_mul(need.parameters, settings.grad_in_fp32 ? 4 : settings.param_bytes);
   // fp32 main weights when the model's are in 16 bits, and Adam's two fp32 moments.
   const std::int64_t per_parameter = (settings.param_bytes == 4 ? 0 : 4) + 8;
-  const std::int64_t owned = settings.distributed_optimizer ? (need.parameters + share.dp - 1) / share.dp : need.parameters;
+  const std::int64_t owned =
+      settings.distributed_optimizer ? saturating_add(need.parameters, share.dp - 1) / share.dp : need.parameters;
   need.optimizer_bytes = saturating_mul(owned, per_parameter);
   if (settings.explicit_attention) {
     const std::int64_t heads = config.num_attention_heads / share.tp;
@@ -87,7 +88,14 @@ MemoryNeed rank_memory_need(const model::ModelConfig& config, const RankShare& s
 }
 
 DeviceMemory device_memory(const at::Device& device, int local_ranks) {
-  if (device.is_cuda()) return {kernels::device_memory_bytes(device), kernels::describe_device(device)};
+  if (device.is_cuda()) {
+    // Local ranks take the GPUs round robin (kernels::select_device): more ranks than GPUs share.
+    const int gpus = std::max(1, kernels::cuda_device_count());
+    const int sharing = (std::max(1, local_ranks) + gpus - 1) / gpus;
+    const std::int64_t total = kernels::device_memory_bytes(device);
+    if (sharing == 1) return {total, kernels::describe_device(device)};
+    return {total / sharing, str_cat(kernels::describe_device(device), " shared by ", sharing, " local ranks")};
+  }
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   std::int64_t host = pages > 0 && page > 0 ? saturating_mul(pages, page) : kSaturated;
   const std::int64_t limit = cgroup_memory_limit();

@@ -13,6 +13,8 @@ namespace megatron::kernels {
 
 // Whether this process can run on a GPU.
 bool cuda_usable();
+// The GPUs this process sees (0 without CUDA).
+int cuda_device_count();
 // cuda:(local_rank % visible GPUs) when cuda_usable(), else CPU. Makes the GPU current.
 at::Device select_device(int local_rank);
 // A generator on `device` (CPU or CUDA) seeded with `seed`.

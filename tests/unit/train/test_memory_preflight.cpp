@@ -171,6 +171,14 @@ TEST(MemoryPreflight, SizesPast63BitsSaturateInsteadOfWrapping) {
                   {"needs at least more than 2^63 bytes"});
 }
 
+TEST(MemoryPreflight, AFusedQkvPastTheIntRangeIsCountedIn64Bits) {
+  model::ModelConfig c = megatron::testing::tiny_config();
+  c.num_attention_heads = c.num_query_groups = 1;
+  c.kv_channels = 1'000'000'000;  // 3e9 QKV rows: past INT_MAX
+  // The QKV weight alone: 3e9 rows x 48 columns, plus their biases.
+  EXPECT_GT(c.num_parameters(1, 1, false, false), std::int64_t{3'000'000'000} * 49);
+}
+
 TEST(MemoryPreflight, CpuRanksShareTheHostsMemory) {
   const DeviceMemory one = device_memory(at::kCPU, 1);
   const DeviceMemory four = device_memory(at::kCPU, 4);

@@ -93,7 +93,7 @@ CrossEntropyStats cross_entropy_shard_stats_reference(const at::Tensor& logits, 
   const at::Tensor max = std::get<0>(x.max(1));
   // A row of -inf logits has max -inf and sum 0 (as in the kernel), not exp(-inf - -inf) = nan.
   const at::Tensor shift = at::where(max == -std::numeric_limits<float>::infinity(), at::zeros_like(max), max);
-  const at::Tensor sum_exp = (x - shift.unsqueeze(1)).exp().sum(1);
+  const at::Tensor sum_exp = (x - shift.unsqueeze(1)).exp_().sum(1);  // one [rows, vocab] temporary
   const at::Tensor local = f.target - vocab_start;
   const at::Tensor owned = (f.target != ignore_index) & (local >= 0) & (local < vocab);
   const at::Tensor picked = x.gather(1, local.clamp(0, vocab - 1).unsqueeze(1)).squeeze(1);
@@ -118,9 +118,14 @@ at::Tensor cross_entropy_backward_reference(const at::Tensor& grad_loss, const a
   const at::Tensor s = checked_row_stat(sum_exp, f, "sum_exp").unsqueeze(1);
   const at::Tensor g = grad_loss.to(at::kFloat).expand(target.sizes()).reshape({-1, 1});
   const at::Tensor local = (f.target - vocab_start).unsqueeze(1);
-  const at::Tensor onehot = (at::arange(vocab, local.options()).unsqueeze(0) == local).to(at::kFloat);
+  const at::Tensor owned = (local >= 0) & (local < vocab);
   const at::Tensor keep = (f.target != ignore_index).unsqueeze(1).to(at::kFloat);
-  const at::Tensor grad = ((f.logits.to(at::kFloat) - m).exp() / s - onehot) * g * keep;
+  // (softmax - onehot(target)) * grad * keep, with one [rows, vocab] tensor updated in place (the
+  // logits are the largest activation: each extra temporary is a full pass and a fresh allocation).
+  at::Tensor grad = (f.logits.to(at::kFloat) - m).exp_();
+  grad.div_(s);
+  grad.scatter_add_(1, local.clamp(0, vocab - 1), -owned.to(at::kFloat));  // target owned by this shard: -1
+  grad.mul_(g * keep);
   return grad.to(logits.scalar_type()).view(logits.sizes());
 }
 

@@ -8,17 +8,21 @@
 
 namespace megatron::train {
 
-std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size) {
-  const std::int64_t computed = model::ModelConfig::padded_vocab_size_for(
-      tokenizer_vocab_size, args.model.make_vocab_size_divisible_by, args.parallel.tensor_model_parallel_size);
-  if (!args.tokenizer.padded_vocab_size) return computed;
-  const std::int64_t given = *args.tokenizer.padded_vocab_size;
+VocabPlan vocab_plan(const Arguments& args) {
+  return VocabPlan{args.tokenizer.padded_vocab_size, args.model.make_vocab_size_divisible_by,
+                   args.parallel.tensor_model_parallel_size};
+}
+
+std::int64_t VocabPlan::padded(std::int64_t tokenizer_vocab_size) const {
+  const std::int64_t computed =
+      model::ModelConfig::padded_vocab_size_for(tokenizer_vocab_size, make_vocab_size_divisible_by, tp);
+  if (!padded_vocab_size) return computed;
+  const std::int64_t given = *padded_vocab_size;
   // Smaller than the tokenizer, its ids would index past the embedding table.
   MEGATRON_CHECK(given >= tokenizer_vocab_size, "--padded-vocab-size ", given, " is smaller than the tokenizer's vocabulary (",
                  tokenizer_vocab_size, " tokens): token ids up to ", tokenizer_vocab_size - 1,
                  " would index past the embedding table; give at least ", tokenizer_vocab_size,
                  " or leave the flag out (the tokenizer's vocabulary is then padded to ", computed, ")");
-  const int tp = args.parallel.tensor_model_parallel_size;
   MEGATRON_CHECK(given % tp == 0, "--padded-vocab-size ", given, " is not divisible by --tensor-model-parallel-size ", tp,
                  ": the embedding table is split evenly over the tensor-parallel ranks; give a multiple of ", tp);
   return given;

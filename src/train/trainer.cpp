@@ -54,17 +54,15 @@ class NullStream : public std::ostream {
 
 class Trainer {
  public:
-  Trainer(const Arguments& args, parallel::Communicator& comm, std::ostream& out)
-      : args_(args),
+  Trainer(const RunPlan& plan, parallel::Communicator& comm, std::ostream& out)
+      : plan_(plan),
         comm_(comm),
         out_(comm.rank() == 0 ? out : null_),
         last_(comm.rank() == comm.world_size() - 1 ? out : null_),
         any_(out),
         start_time_(Clock::now()) {
     // Installed before setup: a SIGTERM during a long load is then also a clean stop.
-    if (args.training.exit_signal_handler) {
-      exit_signal_ = std::make_unique<ExitSignal>(parse_signal_name(args.training.exit_signal, "--exit-signal"));
-    }
+    if (plan.exit.signal) exit_signal_ = std::make_unique<ExitSignal>(*plan.exit.signal);
   }
   TrainingResult run(const std::vector<std::string>& startup_messages);
 
@@ -74,9 +72,8 @@ class Trainer {
   void maybe_load();
   // Throws naming every shape setting where the saved run's model differs from this one.
   void refuse_another_model(const nlohmann::json& saved, const std::string& folder) const;
-  // The layer split over stages and chunks, this rank's place in it, and the run's numerics, for
-  // the memory preflight before anything is allocated.
-  parallel::PipelineLayout pipeline_layout() const;
+  // This rank's place in the layer split and the run's numerics, for the memory preflight before
+  // anything is allocated.
   RankShare rank_share() const;
   MemorySettings memory_settings() const;
   void build_model();
@@ -112,7 +109,7 @@ class Trainer {
   void print_datetime(const std::string& what);
   nlohmann::json run_config() const;
 
-  const Arguments& args_;
+  const RunPlan& plan_;
   parallel::Communicator& comm_;
   NullStream null_;
   std::ostream& out_;   // rank 0's lines (Megatron's print_rank_0)
@@ -122,10 +119,9 @@ class Trainer {
   std::unique_ptr<parallel::ParallelState> ps_;
   parallel::ParallelContext pc_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::int64_t padded_vocab_ = 0;
+  model::ModelConfig model_config_;  // the run's model, its vocabulary padded for the tokenizer
   std::unique_ptr<Generators> gens_;
   at::Device device_ = at::kCPU;  // the GPU of this rank's local rank, or the CPU
-  at::ScalarType params_dtype_ = at::kFloat;
   // This rank's model chunks (one per virtual pipeline stage), their parameters together under
   // their checkpoint names ("model<c>." in front with several chunks), and the schedule runner.
   std::vector<std::unique_ptr<model::GptModel>> chunks_;
@@ -139,8 +135,6 @@ class Trainer {
   std::unique_ptr<optim::ParamScheduler> scheduler_;
   data::GptDatasets datasets_;
   std::unique_ptr<BatchReader> train_reader_;
-  std::int64_t train_iters_ = 0;
-  int num_microbatches_ = 1;  // per DP rank
   std::int64_t iteration_ = 0;
   std::int64_t consumed_train_ = 0;
   std::int64_t consumed_valid_ = 0;
@@ -162,90 +156,67 @@ class Trainer {
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
-  comm_.set_timeout(std::chrono::minutes(args_.parallel.distributed_timeout_minutes));
-  if (args_.checkpoint.save && comm_.rank() == 0) {
-    save_lock_ = checkpoint::lock_save_folder(*args_.checkpoint.save);
+  comm_.set_timeout(std::chrono::minutes(plan_.distributed_timeout_minutes));
+  const CheckpointPlan& ckpt = plan_.checkpoint;
+  if (ckpt.save && comm_.rank() == 0) {
+    save_lock_ = checkpoint::lock_save_folder(*ckpt.save);
     if (!save_lock_->note().empty()) out_ << "WARNING: " << save_lock_->note() << "\n";
-    const auto removed = checkpoint::remove_stale_temporaries(*args_.checkpoint.save, save_lock_->note().empty());
+    const auto removed = checkpoint::remove_stale_temporaries(*ckpt.save, save_lock_->note().empty());
     if (!removed.empty()) out_ << describe_removed_temporaries(removed) << "\n";
   }
   for (const auto& line : startup_messages) out_ << line << "\n";
-  out_ << format_argument_dump(args_);
-  out_ << "> building " << args_.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer") << " tokenizer ..." << std::endl;
-  tokenizer_ = build_run_tokenizer(args_);
-  padded_vocab_ = padded_vocab_size(args_, static_cast<std::int64_t>(tokenizer_->vocab_size()));
-  out_ << format_padded_vocab_line(static_cast<std::int64_t>(tokenizer_->vocab_size()), padded_vocab_) << "\n";
+  out_ << plan_.argument_dump;
+  out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
+  tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
+  const auto vocab = static_cast<std::int64_t>(tokenizer_->vocab_size());
+  model_config_ = plan_.model;
+  model_config_.padded_vocab_size = plan_.vocab.padded(vocab);
+  out_ << format_padded_vocab_line(vocab, model_config_.padded_vocab_size) << "\n";
   out_ << "> initializing torch distributed ... (" << comm_.backend() << ")" << std::endl;
-  ps_ = std::make_unique<parallel::ParallelState>(
-      parallel::ParallelConfig{args_.parallel.world_size, args_.parallel.tensor_model_parallel_size,
-                               args_.parallel.pipeline_model_parallel_size, args_.parallel.context_parallel_size,
-                               args_.parallel.use_tp_pp_dp_mapping},
-      comm_.rank());
+  ps_ = std::make_unique<parallel::ParallelState>(plan_.parallel, comm_.rank());
   pc_ = parallel::ParallelContext::create(*ps_, comm_);
   out_ << "> initialized tensor model parallel with size " << ps_->tp() << "\n"
        << "> initialized pipeline model parallel with size " << ps_->pp() << std::endl;
   device_ = kernels::select_device(comm_.local_rank());
-  const auto& x = args_.precision;
-  params_dtype_ = x.bf16 ? at::kBFloat16 : (x.fp16 ? at::kHalf : at::kFloat);
-  out_ << "> training on " << kernels::describe_device(device_) << " in " << x.params_dtype
+  out_ << "> training on " << kernels::describe_device(device_) << " in " << plan_.precision.params_name
        << (device_.is_cpu() ? " (no usable GPU: CPU ranks)" : " (one GPU per rank, by local rank)") << std::endl;
-  if (args_.logging.tensorboard_dir && comm_.rank() == comm_.world_size() - 1) {
+  const TensorBoardPlan& tb = plan_.tensorboard;
+  if (tb.dir && comm_.rank() == comm_.world_size() - 1) {
     last_ << "> setting tensorboard ..." << std::endl;
-    tensorboard_ = std::make_unique<TensorBoardWriter>(*args_.logging.tensorboard_dir,
-                                                       static_cast<int>(args_.logging.tensorboard_queue_size));
-    if (args_.logging.log_memory_to_tensorboard && device_.is_cpu()) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(*tb.dir, tb.queue_size);
+    if (tb.memory && device_.is_cpu()) {
       last_ << "WARNING: --log-memory-to-tensorboard writes GPU memory statistics; this run is on the CPU" << std::endl;
     }
   }
-  const auto seed = static_cast<std::uint64_t>(args_.training.seed);
+  const std::uint64_t seed = plan_.loop.seed;
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
                                                   kernels::make_generator(device_, ps_->model_parallel_seed(seed))});
-  layout_ = pipeline_layout();
-  check_memory_fits(to_model_config(args_, padded_vocab_), rank_share(), memory_settings(),
-                    device_memory(device_, comm_.local_size()));
+  layout_ = plan_.pipeline.layout(model_config_.num_layers, ps_->pp());
+  check_memory_fits(model_config_, rank_share(), memory_settings(), device_memory(device_, comm_.local_size()));
   build_model();
-  // Megatron's scalers: dynamic with --fp16, constant with --loss-scale (fp16 or bf16), none otherwise.
-  std::optional<optim::LossScalerConfig> scaler;
-  if (x.loss_scale) {
-    scaler = optim::LossScalerConfig{false, *x.loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
-  } else if (x.fp16) {
-    scaler = optim::LossScalerConfig{true, x.initial_loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
-  }
-  optimizer_ = std::make_unique<optim::Optimizer>(
-      *ddp_, pc_, optim::AdamWConfig{args_.optimizer.adam_beta1, args_.optimizer.adam_beta2, args_.optimizer.adam_eps},
-      scaler);
-  scheduler_ = std::make_unique<optim::ParamScheduler>(to_scheduler_config(args_));
-  train_iters_ = total_train_iters(args_);
-  const FlopsShape shape{args_.model.num_layers, args_.model.hidden_size, args_.model.ffn_hidden_size,
-                         args_.model.num_attention_heads, chunks_.front()->config().num_query_groups,
-                         args_.model.kv_channels, padded_vocab_, args_.model.seq_length, args_.model.swiglu};
-  flops_per_iteration_ = flops_per_batch(shape, args_.training.global_batch_size);
-  num_microbatches_ = num_microbatches(args_);
-  out_ << "setting number of microbatches to constant " << num_microbatches_ << std::endl;
+  optimizer_ = std::make_unique<optim::Optimizer>(*ddp_, pc_, plan_.adam, plan_.precision.scaler);
+  scheduler_ = std::make_unique<optim::ParamScheduler>(plan_.scheduler);
+  const model::ModelConfig& m = model_config_;
+  const FlopsShape shape{m.num_layers,       m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
+                         m.num_query_groups, m.kv_channels, m.padded_vocab_size, m.seq_length, m.swiglu};
+  flops_per_iteration_ = flops_per_batch(shape, plan_.loop.global_batch_size);
+  out_ << "setting number of microbatches to constant " << plan_.loop.num_microbatches << std::endl;
   maybe_load();
   build_datasets();
-  MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters_, "the training split is empty; check --split");
-  if (datasets_.train() != nullptr && iteration_ < train_iters_ && reads_data_) {
+  const std::int64_t train_iters = plan_.loop.train_iters;
+  MEGATRON_CHECK(datasets_.train() != nullptr || iteration_ >= train_iters, "the training split is empty; check --split");
+  if (datasets_.train() != nullptr && iteration_ < train_iters && reads_data_) {
     train_reader_ = std::make_unique<BatchReader>(*datasets_.train(), static_cast<std::uint64_t>(consumed_train_),
                                                   reader_options());
   }
-  if (args_.checkpoint.save && comm_.rank() == 0) {
-    std::filesystem::create_directories(*args_.checkpoint.save);
-    AtomicFile config_file((std::filesystem::path(*args_.checkpoint.save) / "run_config.json").string());
+  if (ckpt.save && comm_.rank() == 0) {
+    std::filesystem::create_directories(*ckpt.save);
+    AtomicFile config_file((std::filesystem::path(*ckpt.save) / "run_config.json").string());
     const std::string text = run_config().dump(2) + "\n";
     config_file.write(text.data(), text.size());
     config_file.commit();
   }
-}
-
-parallel::PipelineLayout Trainer::pipeline_layout() const {
-  const auto& p = args_.parallel;
-  const int pp = ps_->pp(), layers = args_.model.num_layers;
-  const int chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
-      p.num_layers_per_virtual_pipeline_stage ? layers / pp / *p.num_layers_per_virtual_pipeline_stage : 1);
-  return parallel::PipelineLayout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
-                                  p.decoder_last_pipeline_num_layers};
 }
 
 RankShare Trainer::rank_share() const {
@@ -256,12 +227,11 @@ RankShare Trainer::rank_share() const {
 
 MemorySettings Trainer::memory_settings() const {
   MemorySettings m;
-  m.param_bytes = static_cast<int>(c10::elementSize(params_dtype_));
-  m.grad_in_fp32 = params_dtype_ == at::kFloat || args_.precision.accumulate_allreduce_grads_in_fp32;
-  m.distributed_optimizer = args_.parallel.use_distributed_optimizer;
-  m.micro_batch_size = args_.training.micro_batch_size;
-  m.explicit_attention = args_.data.reset_attention_mask ||
-                         !model::uses_sdpa(to_model_config(args_, padded_vocab_).attention_backend, device_);
+  m.param_bytes = static_cast<int>(c10::elementSize(plan_.precision.params));
+  m.grad_in_fp32 = plan_.precision.grad_in_fp32;
+  m.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
+  m.micro_batch_size = plan_.loop.micro_batch_size;
+  m.explicit_attention = plan_.data.reset_attention_mask || !model::uses_sdpa(model_config_.attention_backend, device_);
   return m;
 }
 
@@ -270,43 +240,36 @@ MemorySettings Trainer::memory_settings() const {
 // single-process stream (the seed alone, as --use-cpu-initialization does) and keeps this rank's
 // shard of its chunks' layers: any layout starts from the same weights.
 void Trainer::build_model() {
-  const auto& p = args_.parallel;
   const int pp = ps_->pp();
   const int chunks = layout_.chunks;
   const parallel::PipelineLayout& layout = layout_;
-  const model::ModelConfig config = to_model_config(args_, padded_vocab_);
-  const auto seed = static_cast<std::uint64_t>(args_.training.seed);
+  const model::ModelConfig& config = model_config_;
+  const std::uint64_t seed = plan_.loop.seed;
   for (int c = 0; c < chunks; ++c) {
     const auto range = layout.layers(ps_->pp_rank(), c);
     const model::StageSpec stage{range.first, range.count, ps_->is_first_stage() && c == 0,
                                  ps_->is_last_stage() && c == chunks - 1};
     at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init_gen, stage,
-                                                        at::TensorOptions().device(device_).dtype(params_dtype_)));
+                                                        at::TensorOptions().device(device_).dtype(plan_.precision.params)));
     const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
     for (const auto& [name, t] : chunks_.back()->named_parameters()) params_.emplace_back(prefix + name, t);
     const auto& l = chunks_.back()->parameter_layouts();
     layouts_.insert(layouts_.end(), l.begin(), l.end());
   }
-  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || args_.data.reset_attention_mask;
+  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || plan_.data.reset_attention_mask;
   std::int64_t count = 0;
   for (const auto& [name, t] : params_) count += t.numel();
   if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
     any_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
          << ps_->pp_rank() << "): " << count << std::endl;
   }
-  parallel::DataParallelConfig ddp_config;
-  ddp_config.overlap_grad_reduce = p.overlap_grad_reduce;
-  ddp_config.use_distributed_optimizer = p.use_distributed_optimizer;
-  ddp_config.bucket_size = p.ddp_bucket_size;
-  ddp_config.disable_bucketing = chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
-  ddp_config.grad_in_fp32 = params_dtype_ == at::kFloat || args_.precision.accumulate_allreduce_grads_in_fp32;
-  ddp_ = std::make_unique<parallel::DataParallelBuffers>(params_, layouts_, pc_, ddp_config);
-  const std::int64_t seq = args_.model.seq_length / (config.sequence_parallel && ps_->tp() > 1 ? ps_->tp() : 1);
+  ddp_ = std::make_unique<parallel::DataParallelBuffers>(params_, layouts_, pc_, plan_.ddp);
+  const std::int64_t seq = config.seq_length / (config.sequence_parallel && ps_->tp() > 1 ? ps_->tp() : 1);
   executor_ = std::make_unique<parallel::PipelineExecutor>(
-      pc_, parallel::PipelineShape{pp, chunks, num_microbatches(args_), p.microbatch_group_size_per_vp_stage.value_or(0)},
-      std::vector<std::int64_t>{seq, args_.training.micro_batch_size, args_.model.hidden_size},
-      at::TensorOptions().device(device_).dtype(params_dtype_));
+      pc_, parallel::PipelineShape{pp, chunks, plan_.loop.num_microbatches, plan_.pipeline.microbatch_group_size},
+      std::vector<std::int64_t>{seq, plan_.loop.micro_batch_size, config.hidden_size},
+      at::TensorOptions().device(device_).dtype(plan_.precision.params));
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -314,17 +277,20 @@ void Trainer::build_model() {
 // where it is node-local; then every other rank, which finds its node's files. Cache files are
 // written under temporary names and renamed, so a reader never sees a torn one.
 void Trainer::build_datasets() {
-  if (comm_.rank() == 0) datasets_ = build_run_datasets(args_, *tokenizer_, out_);
+  const auto build = [&](bool leader, std::ostream& out) {
+    datasets_ = build_run_datasets(plan_.data, plan_.tokenizer, *tokenizer_, leader, out);
+  };
+  if (comm_.rank() == 0) build(true, out_);
   comm_.barrier(*pc_.world).wait();
   const bool node_leader = comm_.rank() != 0 && comm_.local_rank() == 0;
-  if (node_leader) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
+  if (node_leader) build(false, null_);
   comm_.barrier(*pc_.world).wait();
-  if (comm_.rank() != 0 && !node_leader) datasets_ = build_run_datasets(args_, *tokenizer_, null_);
+  if (comm_.rank() != 0 && !node_leader) build(false, null_);
 }
 
 nlohmann::json Trainer::run_config() const {
-  nlohmann::json config = nlohmann::json::parse(to_json(args_));
-  config["model"] = chunks_.front()->config().to_json();
+  nlohmann::json config = plan_.arguments;
+  config["model"] = model_config_.to_json();
   return config;
 }
 
@@ -338,15 +304,15 @@ void Trainer::refuse_another_model(const nlohmann::json& saved, const std::strin
 }
 
 void Trainer::maybe_load() {
-  if (!args_.checkpoint.load) return;
-  const std::string& root = *args_.checkpoint.load;
+  if (!plan_.checkpoint.load) return;
+  const std::string& root = *plan_.checkpoint.load;
   const auto tracker = checkpoint::read_tracker(root);
   if (!tracker) {
     out_ << "WARNING: could not find the metadata file " << root << "/" << checkpoint::kTrackerFile
          << "\n    will not load any checkpoints and will start from random" << std::endl;
     return;
   }
-  const bool finetune = args_.checkpoint.finetune;
+  const bool finetune = plan_.checkpoint.finetune;
   const std::string folder = checkpoint::iteration_folder(root, *tracker);
   out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
   // The layout first: a checkpoint of another TP size or layer split is resharded on the fly.
@@ -356,7 +322,7 @@ void Trainer::maybe_load() {
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
   if (!saved.config.is_null()) refuse_another_model(saved.config, folder);
   const bool reshard = saved.tp != ps_->tp() || !checkpoint::same_layer_split(saved_split, layout_);
-  const bool load_optim = !finetune && !args_.checkpoint.no_load_optim;
+  const bool load_optim = !finetune && plan_.checkpoint.load_optimizer;
   checkpoint::CheckpointState state;
   if (reshard) {
     out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
@@ -369,7 +335,7 @@ void Trainer::maybe_load() {
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
     state = checkpoint::load_checkpoint(
-        root, *tracker, ps_->checkpoint_shard_name(), load_optim, !finetune && !args_.checkpoint.no_load_rng,
+        root, *tracker, ps_->checkpoint_shard_name(), load_optim, !finetune && plan_.checkpoint.load_rng,
         [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   }
   refuse_another_model(state.config, folder);
@@ -381,7 +347,7 @@ void Trainer::maybe_load() {
     consumed_valid_ = state.consumed_valid_samples;
     flops_so_far_ = state.floating_point_operations_so_far;
     scheduler_->set_num_steps(state.scheduler_num_steps);
-    if (!args_.checkpoint.no_load_optim) {
+    if (plan_.checkpoint.load_optimizer) {
       // Every DP rank's pieces of this shard's state; the optimizer keeps what this layout owns.
       parallel::NamedTensors pieces;
       for (const auto& part : state.optimizer_parts) pieces.insert(pieces.end(), part.begin(), part.end());
@@ -402,7 +368,7 @@ void Trainer::maybe_load() {
 // --num-workers N: a thread keeps 2N micro-batches ready (PyTorch's DataLoader prefetches two per
 // worker); 0 reads them on the training thread, as a DataLoader without workers does.
 BatchReaderOptions Trainer::reader_options() const {
-  return BatchReaderOptions{args_.training.micro_batch_size, ps_->dp_rank(), ps_->dp(), 2 * args_.data.num_workers,
+  return BatchReaderOptions{plan_.loop.micro_batch_size, ps_->dp_rank(), ps_->dp(), plan_.loop.prefetch,
                             device_};
 }
 
@@ -421,7 +387,7 @@ std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, boo
                                              : model::ForwardContext{false, nullptr, nullptr};
   std::vector<MicroBatch> batches;
   if (reads_data_) {
-    for (int m = 0; m < num_microbatches_; ++m) {
+    for (int m = 0; m < plan_.loop.num_microbatches; ++m) {
       auto batch = reader->next();
       MEGATRON_CHECK(batch.has_value(), "the ", training ? "training" : "evaluation", " data ran out at iteration ",
                      iteration_ + 1, "; this is a bug in the sample counts");
@@ -447,10 +413,10 @@ std::pair<at::Tensor, double> Trainer::run_microbatches(BatchReader* reader, boo
     loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
     tokens += b.loss_tokens;
     // The backward scalar; times the loss scale with a scaler (fp16), which the optimizer divides out.
-    return (sum / std::max(1.0, b.loss_tokens)) * (loss_scale / num_microbatches_);
+    return (sum / std::max(1.0, b.loss_tokens)) * (loss_scale / plan_.loop.num_microbatches);
   };
   if (training) {
-    steps.before_backward = [&](int m, int) { ddp_->set_last_microbatch(m == num_microbatches_ - 1); };
+    steps.before_backward = [&](int m, int) { ddp_->set_last_microbatch(m == plan_.loop.num_microbatches - 1); };
     executor_->train(steps);
   } else {
     at::NoGradGuard no_grad;
@@ -474,18 +440,18 @@ void Trainer::train_step() {
                    ": the loss is not finite (", loss, "); stopping. Lower --lr or check the data");
     result_.iteration_losses.push_back(loss);
   }
-  const optim::StepResult step = optimizer_->step(scheduler_->lr(), scheduler_->wd(), args_.optimizer.clip_grad);
+  const optim::StepResult step = optimizer_->step(scheduler_->lr(), scheduler_->wd(), plan_.loop.clip_grad);
   // Without a loss scaler an inf/NaN gradient cannot be skipped: stop and say so (with one, an
   // overflow is the scaler's signal and the step was skipped).
   MEGATRON_CHECK(step.skipped || std::isfinite(step.grad_norm), "iteration ", iteration_ + 1, " on rank ",
                  ps_->rank(), ": the gradient norm is not finite; stopping",
-                 args_.precision.bf16 || args_.precision.fp16 ? "" : " (mixed precision with --fp16 would skip it)");
+                 plan_.precision.mixed() ? "" : " (mixed precision with --fp16 would skip it)");
   last_grad_norm_ = step.grad_norm;
   // Megatron's train_step: the scheduler advances only on a successful update; the iteration and
   // the consumed samples always do.
-  if (!step.skipped) scheduler_->step(args_.training.global_batch_size);
+  if (!step.skipped) scheduler_->step(plan_.loop.global_batch_size);
   ++iteration_;
-  consumed_train_ += args_.training.global_batch_size;
+  consumed_train_ += plan_.loop.global_batch_size;
   flops_so_far_ += flops_per_iteration_;
   ++interval_iters_;
   if (step.skipped) {
@@ -495,25 +461,25 @@ void Trainer::train_step() {
     interval_loss_ += loss;
     ++interval_advanced_;
   }
-  if (tensorboard_ && iteration_ % args_.logging.tensorboard_log_interval == 0) write_tensorboard_iteration(loss);
+  if (tensorboard_ && iteration_ % plan_.tensorboard.log_interval == 0) write_tensorboard_iteration(loss);
 }
 
 void Trainer::write_tensorboard_iteration(double loss) {
   TensorBoardWriter& w = *tensorboard_;
-  const auto& l = args_.logging;
+  const TensorBoardPlan& l = plan_.tensorboard;
   const double samples = static_cast<double>(consumed_train_);
   const auto both = [&](const std::string& tag, double value) {
     w.add_scalar(tag, value, iteration_);
     w.add_scalar(tag + " vs samples", value, static_cast<std::int64_t>(samples));
   };
   both("learning-rate", scheduler_->lr());
-  both("batch-size", args_.training.global_batch_size);
+  both("batch-size", plan_.loop.global_batch_size);
   both("lm loss", loss);
-  if (l.log_loss_scale_to_tensorboard) both("loss-scale", optimizer_->loss_scale());
-  if (l.log_world_size_to_tensorboard) both("world-size", args_.parallel.world_size);
-  const bool mixed_precision = args_.precision.bf16 || args_.precision.fp16;
-  if (args_.optimizer.clip_grad > 0 || mixed_precision) both("grad-norm", last_grad_norm_);
-  if (l.log_memory_to_tensorboard && device_.is_cuda()) {
+  if (l.loss_scale) both("loss-scale", optimizer_->loss_scale());
+  if (l.world_size) both("world-size", plan_.parallel.world_size);
+  const bool mixed_precision = plan_.precision.mixed();
+  if (plan_.loop.clip_grad > 0 || mixed_precision) both("grad-norm", last_grad_norm_);
+  if (l.memory && device_.is_cuda()) {
     const kernels::MemoryStats m = kernels::memory_stats(device_);
     w.add_scalar("mem-reserved-bytes", static_cast<double>(m.reserved), iteration_);
     w.add_scalar("mem-allocated-bytes", static_cast<double>(m.allocated), iteration_);
@@ -527,7 +493,7 @@ void Trainer::write_tensorboard_validation(double loss) {
   TensorBoardWriter& w = *tensorboard_;
   w.add_scalar("lm loss validation", loss, iteration_);
   w.add_scalar("lm loss validation vs samples", loss, consumed_train_);
-  if (args_.logging.log_validation_ppl_to_tensorboard) {
+  if (plan_.tensorboard.validation_ppl) {
     const double ppl = std::exp(std::min(20.0, loss));
     w.add_scalar("lm loss validation ppl", ppl, iteration_);
     w.add_scalar("lm loss validation ppl vs samples", ppl, consumed_train_);
@@ -546,7 +512,7 @@ double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consu
     const auto [sum, count] = run_microbatches(reader.get(), false);
     if (sum.defined()) loss_sum = loss_sum.defined() ? loss_sum + sum : sum;
     tokens += count;
-    consumed += args_.training.global_batch_size;
+    consumed += plan_.loop.global_batch_size;
   }
   if (!ps_->is_last_stage()) return 0.0;
   const auto [sum, count] = reduce_loss(loss_sum, tokens);
@@ -558,28 +524,28 @@ void Trainer::log_iteration(bool regular) {
   IterationLogFields f;
   f.timestamp = timestamp_now();
   f.iteration = iteration_;
-  f.train_iters = train_iters_;
+  f.train_iters = plan_.loop.train_iters;
   f.consumed_samples = consumed_train_;
   f.elapsed_ms_per_iteration = 1000.0 * seconds / static_cast<double>(interval_iters_);
-  if (args_.logging.log_throughput) {
+  if (plan_.loop.log_throughput) {
     const double per_iteration_s = seconds / static_cast<double>(interval_iters_);
-    f.tflops_per_gpu = flops_per_iteration_ / (per_iteration_s * 1e12 * args_.parallel.world_size);
-    f.tokens_per_second_per_gpu = static_cast<double>(args_.training.global_batch_size) * args_.model.seq_length /
-                                  per_iteration_s / args_.parallel.world_size;
+    f.tflops_per_gpu = flops_per_iteration_ / (per_iteration_s * 1e12 * plan_.parallel.world_size);
+    f.tokens_per_second_per_gpu = static_cast<double>(plan_.loop.global_batch_size) * model_config_.seq_length /
+                                  per_iteration_s / plan_.parallel.world_size;
   }
   f.learning_rate = scheduler_->lr();
-  f.global_batch_size = args_.training.global_batch_size;
+  f.global_batch_size = plan_.loop.global_batch_size;
   // Megatron averages the losses of the advanced (not skipped) iterations of the interval.
   f.losses = {{"lm loss", interval_loss_ / static_cast<double>(std::max<std::int64_t>(1, interval_advanced_))}};
   if (interval_advanced_ == 0) f.losses.clear();
   f.loss_scale = optimizer_->loss_scale();
-  const bool mixed_precision = args_.precision.bf16 || args_.precision.fp16;
-  if (args_.optimizer.clip_grad > 0 || mixed_precision) f.grad_norm = last_grad_norm_;
+  const bool mixed_precision = plan_.precision.mixed();
+  if (plan_.loop.clip_grad > 0 || mixed_precision) f.grad_norm = last_grad_norm_;
   f.skipped_iterations = interval_skipped_;
   f.nan_iterations = interval_nan_;
   last_ << format_iteration_line(f) << std::endl;
   // Megatron writes the timers at the log points after the first iteration.
-  if (tensorboard_ && args_.logging.log_timers_to_tensorboard && regular) {
+  if (tensorboard_ && plan_.tensorboard.timers && regular) {
     tensorboard_->add_scalar("iteration-time", seconds / static_cast<double>(interval_iters_), iteration_);
     if (f.tflops_per_gpu) tensorboard_->add_scalar("throughput", *f.tflops_per_gpu, iteration_);
   }
@@ -610,8 +576,8 @@ bool Trainer::report_memory(std::int64_t start_iteration) {
 }
 
 void Trainer::save() {
-  const std::string& root = *args_.checkpoint.save;
-  const bool async = args_.checkpoint.async_save;
+  const std::string& root = *plan_.checkpoint.save;
+  const bool async = plan_.checkpoint.async_save;
   out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << iteration_ << " to "
        << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
   checkpoint::CheckpointState state;
@@ -624,14 +590,14 @@ void Trainer::save() {
   state.config = run_config();
   state.model = params_;
   if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
-  if (!args_.checkpoint.no_save_optim) state.optimizer = optimizer_->state();
-  if (!args_.checkpoint.no_save_rng) {
+  if (plan_.checkpoint.save_optimizer) state.optimizer = optimizer_->state();
+  if (plan_.checkpoint.save_rng) {
     state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};
   }
   checkpoint::ShardWriter writer;
   writer.shard = ps_->checkpoint_shard_name();
   writer.model = ps_->dp_rank() == 0 && ps_->cp_rank() == 0;
-  writer.distributed_optimizer = args_.parallel.use_distributed_optimizer;
+  writer.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
   writer.dp_rank = ps_->dp_rank();
   writer.dp_size = ps_->dp();
   if (async) {
@@ -652,13 +618,13 @@ void Trainer::finish_async_save(bool blocking) {
 }
 
 void Trainer::saved(std::int64_t iteration) {
-  const std::string& root = *args_.checkpoint.save;
+  const std::string& root = *plan_.checkpoint.save;
   if (tensorboard_) tensorboard_->flush();  // a job stopped after this save keeps its curves
   out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration
        << " to " << root << " [ t " << ps_->tp_rank() + 1 << "/" << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/"
        << ps_->pp() << " ]" << std::endl;
   // Retention only now: the new checkpoint is durable and the tracker names it.
-  const checkpoint::RetentionPolicy policy{args_.checkpoint.save_retain_interval, args_.checkpoint.keep_last_checkpoints};
+  const checkpoint::RetentionPolicy& policy = plan_.checkpoint.retention;
   if (comm_.rank() == 0 && policy.active()) {
     // Rank 0 alone, so a failure here must not throw (the other ranks would wait for it in their
     // next collective): the checkpoints are safe, only the disk keeps more of them.
@@ -692,7 +658,7 @@ void Trainer::print_datetime(const std::string& what) {
 }
 
 std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
-  const bool can_save = args_.checkpoint.save.has_value();
+  const bool can_save = plan_.checkpoint.save.has_value();
   // Before an exit the save must be durable: an async one is waited for.
   const auto save_here = [&](bool exiting = true) {
     if (can_save && last_saved != iteration_) {
@@ -706,9 +672,9 @@ std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
     print_datetime("exiting program after receiving " + signal_name(exit_signal_->signo()) + ".");
     return "signal";
   }
-  const auto& save_interval = args_.checkpoint.save_interval;
+  const auto& save_interval = plan_.checkpoint.save_interval;
   if (can_save && save_interval && iteration_ % *save_interval == 0) save_here(/*exiting=*/false);
-  if (const auto& limit = args_.training.exit_duration_in_mins) {
+  if (const auto& limit = plan_.exit.duration_in_mins) {
     const double minutes = std::chrono::duration<double>(Clock::now() - start_time_).count() / 60.0;
     if (any_rank(minutes > static_cast<double>(*limit))) {
       save_here();
@@ -717,7 +683,7 @@ std::string Trainer::checkpoint_and_decide_exit(std::int64_t& last_saved) {
       return "exit-duration";
     }
   }
-  if (args_.training.exit_interval && iteration_ % *args_.training.exit_interval == 0) {
+  if (plan_.exit.interval && iteration_ % *plan_.exit.interval == 0) {
     save_here();
     print_datetime("exiting program at iteration " + std::to_string(iteration_));
     return "exit-interval";
@@ -732,17 +698,17 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   const std::int64_t start_iteration = iteration_;
   std::int64_t last_saved = iteration_;
   bool report_memory = device_.is_cuda();
-  while (iteration_ < train_iters_) {
+  while (iteration_ < plan_.loop.train_iters) {
     train_step();
     finish_async_save(/*blocking=*/false);  // a save in flight is committed once all ranks wrote it
-    const bool regular = iteration_ % args_.logging.log_interval == 0;
+    const bool regular = iteration_ % plan_.loop.log_interval == 0;
     if (regular || iteration_ == start_iteration + 1) {
       log_iteration(regular);
       if (report_memory) report_memory = this->report_memory(start_iteration);
     }
-    if (args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0 && datasets_.valid() &&
-        args_.logging.eval_iters > 0) {
-      const double v = evaluate(*datasets_.valid(), consumed_valid_, args_.logging.eval_iters);
+    if (plan_.loop.eval_interval > 0 && iteration_ % plan_.loop.eval_interval == 0 && datasets_.valid() &&
+        plan_.loop.eval_iters > 0) {
+      const double v = evaluate(*datasets_.valid(), consumed_valid_, plan_.loop.eval_iters);
       last_ << format_validation_block("iteration " + std::to_string(iteration_), {{"lm loss", v}}) << std::endl;
       write_tensorboard_validation(v);
       interval_start_ = Clock::now();
@@ -752,20 +718,20 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   }
   result_.final_iteration = iteration_;
   if (!result_.early_exit.empty()) return result_;  // Megatron exits right there, without the final evaluation
-  if (args_.checkpoint.save && last_saved != iteration_) save();
+  if (plan_.checkpoint.save && last_saved != iteration_) save();
   finish_async_save(/*blocking=*/true);
-  if (datasets_.valid() && args_.logging.eval_iters > 0) {
+  if (datasets_.valid() && plan_.loop.eval_iters > 0) {
     std::int64_t consumed = consumed_valid_;
-    const double v = evaluate(*datasets_.valid(), consumed, args_.logging.eval_iters);
+    const double v = evaluate(*datasets_.valid(), consumed, plan_.loop.eval_iters);
     last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on validation set",
                                      {{"lm loss", v}})
           << std::endl;
     write_tensorboard_validation(v);
     result_.final_validation_loss = v;
   }
-  if (datasets_.test() && args_.logging.eval_iters > 0) {
+  if (datasets_.test() && plan_.loop.eval_iters > 0) {
     std::int64_t consumed = 0;
-    const double v = evaluate(*datasets_.test(), consumed, args_.logging.eval_iters);
+    const double v = evaluate(*datasets_.test(), consumed, plan_.loop.eval_iters);
     last_ << format_validation_block("iteration " + std::to_string(iteration_) + " on test set", {{"lm loss", v}})
           << std::endl;
     write_tensorboard_validation(v);  // Megatron writes the test set's loss under the validation tags too
@@ -777,7 +743,8 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
 
 TrainingResult run_training(const Arguments& args, parallel::Communicator& comm,
                             const std::vector<std::string>& startup_messages, std::ostream& out) {
-  Trainer trainer(args, comm, out);
+  const RunPlan plan = make_run_plan(args);
+  Trainer trainer(plan, comm, out);
   return trainer.run(startup_messages);
 }
 

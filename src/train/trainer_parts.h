@@ -15,13 +15,13 @@
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/train/arguments.h"
 #include "megatron/train/batch_reader.h"
+#include "megatron/train/run_plan.h"
 
 namespace megatron::train {
 
-model::ModelConfig to_model_config(const Arguments& args, std::int64_t padded_vocab);
-optim::SchedulerConfig to_scheduler_config(const Arguments& args);
-std::unique_ptr<tokenizer::Tokenizer> build_run_tokenizer(const Arguments& args);
-data::GptDatasets build_run_datasets(const Arguments& args, const tokenizer::Tokenizer& tokenizer,
-                                     std::ostream& out);
+// The train, validation and test datasets of a run (Megatron's build_train_valid_test_datasets
+// lines to `out`); `remove_stale`: also delete index-cache temporaries that dead runs left.
+data::GptDatasets build_run_datasets(const DataPlan& data, const tokenizer::TokenizerOptions& tokenizer_options,
+                                     const tokenizer::Tokenizer& tokenizer, bool remove_stale, std::ostream& out);
 
 }  // namespace megatron::train

@@ -307,10 +307,21 @@ Arguments from_json(std::string_view text);
 
 // Values Megatron derives after the dump, resolved the same way.
 
-// Vocabulary padded for the model (spec 10.5): --padded-vocab-size when given, else
-// model::ModelConfig::padded_vocab_size_for(vocab, --make-vocab-size-divisible-by, TP). Throws megatron::Error naming --padded-vocab-size when it is smaller than the tokenizer's
-// vocabulary or not divisible by the tensor-parallel size.
-std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size);
+// The vocabulary padding a run asks for, known before the tokenizer is built.
+struct VocabPlan {
+  std::optional<std::int64_t> padded_vocab_size;  // --padded-vocab-size
+  int make_vocab_size_divisible_by = 128;
+  int tp = 1;
+  // The model's vocabulary for a tokenizer of `tokenizer_vocab_size` tokens (spec 10.5):
+  // --padded-vocab-size when given, else model::ModelConfig::padded_vocab_size_for(vocab,
+  // --make-vocab-size-divisible-by, TP). Throws megatron::Error naming --padded-vocab-size when it
+  // is smaller than the tokenizer's vocabulary or not divisible by the tensor-parallel size.
+  std::int64_t padded(std::int64_t tokenizer_vocab_size) const;
+};
+VocabPlan vocab_plan(const Arguments& args);
+inline std::int64_t padded_vocab_size(const Arguments& args, std::int64_t tokenizer_vocab_size) {
+  return vocab_plan(args).padded(tokenizer_vocab_size);
+}
 // " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)"
 std::string format_padded_vocab_line(std::int64_t vocab_size, std::int64_t padded);
 

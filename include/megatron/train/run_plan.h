@@ -1,0 +1,119 @@
+// The run plan: everything one training run needs, made once from the resolved command line. It
+// holds each module's own configuration (model, parallel grid, pipeline layout, data-parallel
+// buffers, optimizer, loss scaler, scheduler, tokenizer, data) and the trainer's policies (loop,
+// exit, checkpoints, TensorBoard); after make_run_plan nothing reads a flag. The derivations
+// (virtual-pipeline chunks, iterations, micro-batches, the padded vocabulary, the optimizer state
+// owned per rank) live here and nowhere else.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "megatron/checkpoint/async_saver.h"
+#include "megatron/data/data_sampler.h"
+#include "megatron/data/dataset_builder.h"
+#include "megatron/model/model_config.h"
+#include "megatron/optim/adamw.h"
+#include "megatron/optim/loss_scaler.h"
+#include "megatron/optim/param_scheduler.h"
+#include "megatron/parallel/data_parallel.h"
+#include "megatron/parallel/parallel_state.h"
+#include "megatron/parallel/pipeline_layout.h"
+#include "megatron/tokenizer/tokenizer.h"
+#include "megatron/train/arguments.h"
+
+namespace megatron::train {
+
+// The layer split over pipeline stages and their virtual chunks, before the grid exists.
+struct PipelinePlan {
+  int chunks = 1;  // model chunks per pipeline rank (interleaved schedule when > 1)
+  std::optional<int> first_stage_layers, last_stage_layers;
+  int microbatch_group_size = 0;  // --microbatch-group-size-per-vp-stage; 0: Megatron's default
+  parallel::PipelineLayout layout(int num_layers, int pp) const {
+    return {num_layers, pp, chunks, first_stage_layers, last_stage_layers};
+  }
+};
+
+struct DataPlan {
+  data::DataPaths paths;
+  data::SampleCountArgs counts;
+  std::uint32_t seed = 1234;
+  std::int32_t sequence_length = 0;
+  std::string data_cache_path;
+  bool reset_position_ids = false, reset_attention_mask = false, eod_mask_loss = false;
+  double mid_level_dataset_surplus = 0.005;
+};
+
+struct LoopPlan {
+  std::int64_t train_iters = 0;
+  int global_batch_size = 1;
+  int micro_batch_size = 1;
+  int num_microbatches = 1;  // per DP rank and iteration
+  std::uint64_t seed = 1234;
+  double clip_grad = 1.0;
+  std::int64_t log_interval = 100;
+  bool log_throughput = false;
+  std::int64_t eval_interval = 1000;  // 0: no evaluation during training
+  std::int64_t eval_iters = 100;
+  int prefetch = 4;  // micro-batches read ahead: 2 per --num-workers (0: read on the training thread)
+};
+
+struct ExitPlan {
+  std::optional<int> signal;  // --exit-signal-handler: the signal number that saves and exits
+  std::optional<std::int64_t> interval;         // --exit-interval
+  std::optional<std::int64_t> duration_in_mins;  // --exit-duration-in-mins
+};
+
+struct CheckpointPlan {
+  std::optional<std::string> save, load;
+  std::optional<std::int64_t> save_interval;
+  bool save_optimizer = true, save_rng = true;
+  bool load_optimizer = true, load_rng = true;
+  bool finetune = false;
+  bool async_save = false;
+  checkpoint::RetentionPolicy retention;
+};
+
+struct TensorBoardPlan {
+  std::optional<std::string> dir;  // written by the last rank
+  int queue_size = 1000;
+  std::int64_t log_interval = 1;
+  bool timers = false, validation_ppl = false, memory = false, loss_scale = true, world_size = false;
+};
+
+struct PrecisionPlan {
+  at::ScalarType params = at::kFloat;  // fp32, --bf16 or --fp16
+  std::string params_name = "torch.float32";  // as Megatron prints it
+  bool grad_in_fp32 = true;            // the gradient buffer's dtype (else the parameters')
+  std::optional<optim::LossScalerConfig> scaler;  // dynamic with --fp16, constant with --loss-scale
+  bool mixed() const { return params != at::kFloat; }
+};
+
+struct RunPlan {
+  parallel::ParallelConfig parallel;
+  int distributed_timeout_minutes = 10;
+  PipelinePlan pipeline;
+  parallel::DataParallelConfig ddp;  // grad_in_fp32 and disable_bucketing already decided
+  model::ModelConfig model;          // padded_vocab_size 0 until the tokenizer is known
+  VocabPlan vocab;
+  tokenizer::TokenizerOptions tokenizer;
+  DataPlan data;
+  PrecisionPlan precision;
+  optim::AdamWConfig adam;
+  optim::SchedulerConfig scheduler;
+  LoopPlan loop;
+  ExitPlan exit;
+  CheckpointPlan checkpoint;
+  TensorBoardPlan tensorboard;
+  std::string argument_dump;  // Megatron's "------------------------ arguments ---..." block
+  nlohmann::json arguments;   // the resolved flags under Megatron's names, saved with checkpoints
+};
+
+// The plan of a resolved command line (parse_arguments' result).
+RunPlan make_run_plan(const Arguments& args);
+
+}  // namespace megatron::train

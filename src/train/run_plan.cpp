@@ -1,0 +1,206 @@
+// The run plan from the resolved arguments (see run_plan.h): the only place where flags become
+// module configurations.
+#include "megatron/train/run_plan.h"
+
+#include "megatron/core/check.h"
+#include "megatron/core/exit_signal.h"
+
+namespace megatron::train {
+namespace {
+
+model::ModelConfig model_config(const Arguments& args) {
+  const ModelArgs& m = args.model;
+  model::ModelConfig c;
+  c.num_layers = m.num_layers;
+  c.hidden_size = m.hidden_size;
+  c.ffn_hidden_size = m.ffn_hidden_size;
+  c.num_attention_heads = m.num_attention_heads;
+  c.num_query_groups = m.group_query_attention ? m.num_query_groups : m.num_attention_heads;
+  c.kv_channels = m.kv_channels;
+  c.seq_length = m.seq_length;
+  c.max_position_embeddings = m.max_position_embeddings;
+  c.position_embedding = m.position_embedding_type == PositionEmbeddingType::kRope
+                             ? model::PositionEmbedding::kRope
+                             : model::PositionEmbedding::kLearnedAbsolute;
+  c.rotary_base = static_cast<double>(m.rotary_base);
+  c.rotary_percent = m.rotary_percent;
+  c.normalization = m.normalization == Normalization::kRmsNorm ? model::Normalization::kRmsNorm
+                                                                : model::Normalization::kLayerNorm;
+  c.norm_epsilon = m.norm_epsilon;
+  c.swiglu = m.swiglu;
+  c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
+  c.add_bias_linear = m.add_bias_linear;
+  c.init_method_std = m.init_method_std;
+  c.attention_dropout = m.attention_dropout;
+  c.hidden_dropout = m.hidden_dropout;
+  c.padded_vocab_size = 0;  // known once the tokenizer is: VocabPlan::padded
+  c.sequence_parallel = args.parallel.sequence_parallel;
+  c.bias_activation_fusion = m.swiglu ? m.bias_swiglu_fusion : m.bias_gelu_fusion;
+  c.masked_softmax_fusion = m.masked_softmax_fusion;
+  c.apply_rope_fusion = m.apply_rope_fusion;
+  c.attention_backend = m.attention_backend == "flash"     ? model::AttentionBackend::kFlash
+                        : m.attention_backend == "fused"   ? model::AttentionBackend::kFused
+                        : m.attention_backend == "unfused" ? model::AttentionBackend::kUnfused
+                        : m.attention_backend == "local"   ? model::AttentionBackend::kLocal
+                                                           : model::AttentionBackend::kAuto;
+  if (m.recompute_granularity == "selective") c.recompute_granularity = model::RecomputeGranularity::kSelective;
+  if (m.recompute_granularity == "full") c.recompute_granularity = model::RecomputeGranularity::kFull;
+  c.recompute_method = m.recompute_method == "block" ? model::RecomputeMethod::kBlock : model::RecomputeMethod::kUniform;
+  c.recompute_num_layers = m.recompute_num_layers.value_or(1);
+  return c;
+}
+
+optim::SchedulerConfig scheduler_config(const Arguments& args) {
+  const SchedulerSteps s = scheduler_steps(args);
+  optim::SchedulerConfig c;
+  c.max_lr = s.max_lr;
+  c.min_lr = s.min_lr;
+  c.init_lr = s.init_lr;
+  c.warmup_steps = s.warmup_steps;
+  c.decay_steps = s.decay_steps;
+  switch (s.decay_style) {
+    case LrDecayStyle::kConstant: c.decay_style = optim::LrDecayStyle::kConstant; break;
+    case LrDecayStyle::kLinear: c.decay_style = optim::LrDecayStyle::kLinear; break;
+    case LrDecayStyle::kCosine: c.decay_style = optim::LrDecayStyle::kCosine; break;
+    case LrDecayStyle::kInverseSquareRoot: c.decay_style = optim::LrDecayStyle::kInverseSquareRoot; break;
+    case LrDecayStyle::kWsd: c.decay_style = optim::LrDecayStyle::kWsd; break;
+  }
+  c.wsd_decay_steps = s.wsd_decay_steps.value_or(0);
+  switch (s.wsd_decay_style) {
+    case WsdDecayStyle::kExponential: c.wsd_decay_style = optim::WsdDecayStyle::kExponential; break;
+    case WsdDecayStyle::kLinear: c.wsd_decay_style = optim::WsdDecayStyle::kLinear; break;
+    case WsdDecayStyle::kCosine: c.wsd_decay_style = optim::WsdDecayStyle::kCosine; break;
+    case WsdDecayStyle::kMinusSqrt: c.wsd_decay_style = optim::WsdDecayStyle::kMinusSqrt; break;
+  }
+  c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
+  c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
+  c.wd_incr_steps = s.weight_decay_incr_steps;
+  c.wd_incr_style = args.optimizer.weight_decay_incr_style == "linear"   ? optim::WdIncrStyle::kLinear
+                    : args.optimizer.weight_decay_incr_style == "cosine" ? optim::WdIncrStyle::kCosine
+                                                                         : optim::WdIncrStyle::kConstant;
+  return c;
+}
+
+PipelinePlan pipeline_plan(const Arguments& args) {
+  const ParallelArgs& p = args.parallel;
+  PipelinePlan plan;
+  const int per_rank = args.model.num_layers / std::max(1, p.pipeline_model_parallel_size);
+  plan.chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
+      p.num_layers_per_virtual_pipeline_stage ? per_rank / *p.num_layers_per_virtual_pipeline_stage : 1);
+  plan.first_stage_layers = p.decoder_first_pipeline_num_layers;
+  plan.last_stage_layers = p.decoder_last_pipeline_num_layers;
+  plan.microbatch_group_size = p.microbatch_group_size_per_vp_stage.value_or(0);
+  return plan;
+}
+
+DataPlan data_plan(const Arguments& args) {
+  const DataArgs& d = args.data;
+  DataPlan plan;
+  plan.paths.data_path = d.data_path.value_or(std::vector<std::string>{});
+  plan.paths.train_data_path = d.train_data_path.value_or(std::vector<std::string>{});
+  plan.paths.valid_data_path = d.valid_data_path.value_or(std::vector<std::string>{});
+  plan.paths.test_data_path = d.test_data_path.value_or(std::vector<std::string>{});
+  plan.paths.mock_data = d.mock_data;
+  plan.paths.split = d.split;
+  plan.counts.train_samples = args.training.train_samples;
+  plan.counts.train_iters = total_train_iters(args);
+  plan.counts.global_batch_size = args.training.global_batch_size;
+  plan.counts.eval_interval = args.logging.eval_interval;
+  plan.counts.eval_iters = args.logging.eval_iters;
+  plan.seed = static_cast<std::uint32_t>(args.training.seed);
+  plan.sequence_length = args.model.seq_length;
+  plan.data_cache_path = d.data_cache_path.value_or("");
+  plan.reset_position_ids = d.reset_position_ids;
+  plan.reset_attention_mask = d.reset_attention_mask;
+  plan.eod_mask_loss = d.eod_mask_loss;
+  plan.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
+  return plan;
+}
+
+PrecisionPlan precision_plan(const PrecisionArgs& x) {
+  PrecisionPlan plan;
+  plan.params = x.bf16 ? at::kBFloat16 : (x.fp16 ? at::kHalf : at::kFloat);
+  plan.params_name = x.params_dtype;
+  plan.grad_in_fp32 = plan.params == at::kFloat || x.accumulate_allreduce_grads_in_fp32;
+  // Megatron's scalers: dynamic with --fp16, constant with --loss-scale (fp16 or bf16), none otherwise.
+  if (x.loss_scale) {
+    plan.scaler = optim::LossScalerConfig{false, *x.loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
+  } else if (x.fp16) {
+    plan.scaler = optim::LossScalerConfig{true, x.initial_loss_scale, x.min_loss_scale, x.loss_scale_window, x.hysteresis};
+  }
+  return plan;
+}
+
+}  // namespace
+
+RunPlan make_run_plan(const Arguments& args) {
+  RunPlan plan;
+  const ParallelArgs& p = args.parallel;
+  plan.parallel = parallel::ParallelConfig{p.world_size, p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
+                                           p.context_parallel_size, p.use_tp_pp_dp_mapping};
+  plan.distributed_timeout_minutes = p.distributed_timeout_minutes;
+  plan.pipeline = pipeline_plan(args);
+  plan.precision = precision_plan(args.precision);
+  plan.ddp.overlap_grad_reduce = p.overlap_grad_reduce;
+  plan.ddp.use_distributed_optimizer = p.use_distributed_optimizer;
+  plan.ddp.bucket_size = p.ddp_bucket_size;
+  plan.ddp.disable_bucketing = plan.pipeline.chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
+  plan.ddp.grad_in_fp32 = plan.precision.grad_in_fp32;
+  plan.model = model_config(args);
+  plan.vocab = vocab_plan(args);
+  plan.tokenizer.type = args.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer");
+  plan.tokenizer.vocab_file = args.tokenizer.vocab_file.value_or("");
+  plan.tokenizer.merge_file = args.tokenizer.merge_file.value_or("");
+  plan.tokenizer.vocab_size = args.tokenizer.vocab_size.value_or(0);
+  plan.data = data_plan(args);
+  plan.adam = optim::AdamWConfig{args.optimizer.adam_beta1, args.optimizer.adam_beta2, args.optimizer.adam_eps};
+  plan.scheduler = scheduler_config(args);
+
+  LoopPlan& loop = plan.loop;
+  loop.train_iters = total_train_iters(args);
+  loop.global_batch_size = args.training.global_batch_size;
+  loop.micro_batch_size = args.training.micro_batch_size;
+  loop.num_microbatches = num_microbatches(args);
+  loop.seed = static_cast<std::uint64_t>(args.training.seed);
+  loop.clip_grad = args.optimizer.clip_grad;
+  loop.log_interval = args.logging.log_interval;
+  loop.log_throughput = args.logging.log_throughput;
+  loop.eval_interval = args.logging.eval_interval;
+  loop.eval_iters = args.logging.eval_iters;
+  // PyTorch's DataLoader prefetches two batches per worker; 0 workers read on the training thread.
+  loop.prefetch = 2 * args.data.num_workers;
+
+  if (args.training.exit_signal_handler) plan.exit.signal = parse_signal_name(args.training.exit_signal, "--exit-signal");
+  plan.exit.interval = args.training.exit_interval;
+  plan.exit.duration_in_mins = args.training.exit_duration_in_mins;
+
+  const CheckpointArgs& k = args.checkpoint;
+  CheckpointPlan& ckpt = plan.checkpoint;
+  ckpt.save = k.save;
+  ckpt.load = k.load;
+  ckpt.save_interval = k.save_interval;
+  ckpt.save_optimizer = !k.no_save_optim;
+  ckpt.save_rng = !k.no_save_rng;
+  ckpt.load_optimizer = !k.no_load_optim;
+  ckpt.load_rng = !k.no_load_rng;
+  ckpt.finetune = k.finetune;
+  ckpt.async_save = k.async_save;
+  ckpt.retention = checkpoint::RetentionPolicy{k.save_retain_interval, k.keep_last_checkpoints};
+
+  const LoggingArgs& l = args.logging;
+  TensorBoardPlan& tb = plan.tensorboard;
+  tb.dir = l.tensorboard_dir;
+  tb.queue_size = static_cast<int>(l.tensorboard_queue_size);
+  tb.log_interval = l.tensorboard_log_interval;
+  tb.timers = l.log_timers_to_tensorboard;
+  tb.validation_ppl = l.log_validation_ppl_to_tensorboard;
+  tb.memory = l.log_memory_to_tensorboard;
+  tb.loss_scale = l.log_loss_scale_to_tensorboard;
+  tb.world_size = l.log_world_size_to_tensorboard;
+
+  plan.argument_dump = format_argument_dump(args);
+  plan.arguments = nlohmann::json::parse(to_json(args));
+  return plan;
+}
+
+}  // namespace megatron::train

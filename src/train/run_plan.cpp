@@ -107,13 +107,14 @@ DataPlan data_plan(const Arguments& args) {
   plan.counts.global_batch_size = args.training.global_batch_size;
   plan.counts.eval_interval = args.logging.eval_interval;
   plan.counts.eval_iters = args.logging.eval_iters;
-  plan.seed = static_cast<std::uint32_t>(args.training.seed);
-  plan.sequence_length = args.model.seq_length;
-  plan.data_cache_path = d.data_cache_path.value_or("");
-  plan.reset_position_ids = d.reset_position_ids;
-  plan.reset_attention_mask = d.reset_attention_mask;
-  plan.eod_mask_loss = d.eod_mask_loss;
-  plan.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
+  data::GptDatasetConfig& c = plan.dataset;
+  c.random_seed = static_cast<std::uint32_t>(args.training.seed);
+  c.sequence_length = args.model.seq_length;
+  c.data_cache_path = d.data_cache_path.value_or("");
+  c.reset_position_ids = d.reset_position_ids;
+  c.reset_attention_mask = d.reset_attention_mask;
+  c.eod_mask_loss = d.eod_mask_loss;
+  c.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
   return plan;
 }
 

@@ -71,7 +71,7 @@ class Trainer {
   void build_datasets();
   void maybe_load();
   // Throws naming every shape setting where the saved run's model differs from this one.
-  void refuse_another_model(const nlohmann::json& saved, const std::string& folder) const;
+  void refuse_another_model(const model::ModelConfig& saved, const std::string& folder) const;
   // This rank's place in the layer split and the run's numerics, for the memory preflight before
   // anything is allocated.
   RankShare rank_share() const;
@@ -231,7 +231,8 @@ MemorySettings Trainer::memory_settings() const {
   m.grad_in_fp32 = plan_.precision.grad_in_fp32;
   m.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
   m.micro_batch_size = plan_.loop.micro_batch_size;
-  m.explicit_attention = plan_.data.reset_attention_mask || !model::uses_sdpa(model_config_.attention_backend, device_);
+  m.explicit_attention =
+      plan_.data.dataset.reset_attention_mask || !model::uses_sdpa(model_config_.attention_backend, device_);
   return m;
 }
 
@@ -257,7 +258,7 @@ void Trainer::build_model() {
     const auto& l = chunks_.back()->parameter_layouts();
     layouts_.insert(layouts_.end(), l.begin(), l.end());
   }
-  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || plan_.data.reset_attention_mask;
+  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || plan_.data.dataset.reset_attention_mask;
   std::int64_t count = 0;
   for (const auto& [name, t] : params_) count += t.numel();
   if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
@@ -294,9 +295,8 @@ nlohmann::json Trainer::run_config() const {
   return config;
 }
 
-void Trainer::refuse_another_model(const nlohmann::json& saved, const std::string& folder) const {
-  const auto differences =
-      chunks_.front()->config().shape_differences_from(checkpoint::saved_model_config(saved, folder));
+void Trainer::refuse_another_model(const model::ModelConfig& saved, const std::string& folder) const {
+  const auto differences = model_config_.shape_differences_from(saved);
   if (differences.empty()) return;
   std::string message = "checkpoint " + folder + " was saved for a different model:";
   for (const auto& d : differences) message += "\n  " + d;
@@ -320,7 +320,9 @@ void Trainer::maybe_load() {
   const parallel::PipelineLayout saved_split =
       saved.config.is_null() ? layout_ : checkpoint::saved_pipeline_layout(saved.config, saved.pp);
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
-  if (!saved.config.is_null()) refuse_another_model(saved.config, folder);
+  const model::ModelConfig saved_model =
+      saved.config.is_null() ? model_config_ : checkpoint::saved_model_config(saved.config, folder);
+  refuse_another_model(saved_model, folder);
   const bool reshard = saved.tp != ps_->tp() || !checkpoint::same_layer_split(saved_split, layout_);
   const bool load_optim = !finetune && plan_.checkpoint.load_optimizer;
   checkpoint::CheckpointState state;
@@ -329,16 +331,16 @@ void Trainer::maybe_load() {
          << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
          << " virtual stages per pipeline rank) to " << ps_->tp() << " x " << ps_->pp() << " (" << layout_.chunks
          << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
-    const bool tied = !checkpoint::saved_model_config(saved.config, folder).untie_embeddings_and_output_weights;
-    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied},
-                           {params_, layouts_, ps_->tp_rank(), ps_->tp(), ps_->pp_rank(), layout_}, load_optim);
+    const bool tied = !saved_model.untie_embeddings_and_output_weights;
+    const checkpoint::ReshardTarget target{params_, layouts_, ps_->tp_rank(), ps_->tp(), ps_->pp_rank(), layout_};
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied}, target, load_optim);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
     state = checkpoint::load_checkpoint(
         root, *tracker, ps_->checkpoint_shard_name(), load_optim, !finetune && plan_.checkpoint.load_rng,
         [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); });
   }
-  refuse_another_model(state.config, folder);
+  refuse_another_model(checkpoint::saved_model_config(state.config, folder), folder);
   checkpoint::load_parameters(params_, state.model, folder + "/" + ps_->checkpoint_shard_name());
   optimizer_->reload_model_params();
   if (!finetune) {

@@ -68,15 +68,8 @@ data::GptDatasets build_run_datasets(const DataPlan& d, const tokenizer::Tokeniz
   const data::SplitSamples samples = data::train_valid_test_num_samples(d.counts);
   out << "> building train, validation, and test datasets ...\n" << data::format_target_sizes(samples);
   out << "> building train, validation, and test datasets for GPT ..." << std::endl;
-  data::GptDatasetConfig config;
-  config.random_seed = d.seed;
-  config.sequence_length = d.sequence_length;
+  data::GptDatasetConfig config = d.dataset;
   config.tokenizer = tokenizer_info(tokenizer_options, tok);
-  config.data_cache_path = d.data_cache_path;
-  config.reset_position_ids = d.reset_position_ids;
-  config.reset_attention_mask = d.reset_attention_mask;
-  config.eod_mask_loss = d.eod_mask_loss;
-  config.mid_level_dataset_surplus = d.mid_level_dataset_surplus;
   config.info = [&out](const std::string& line) { out << "INFO:megatron.core.datasets:" << line << "\n"; };
   config.warning = [&out](const std::string& line) { out << "WARNING:megatron.core.datasets:" << line << "\n"; };
   if (remove_stale) out << remove_stale_cache_temporaries(paths, config);

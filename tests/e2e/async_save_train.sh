@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --async-save and retention with the real binary (issue 13, items 4 and 5): megatron_train is
+# --async-save and retention with the real binary: megatron_train is
 # killed with SIGKILL while an async checkpoint is being written (its iter_XXXXXXX.tmp.<pid>/
 # folder is there): the tracker still names the previous checkpoint, which loads, the rerun removes
 # the leftover, resumes there and gives the losses of a run never interrupted. --keep-last-checkpoints

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --exit-signal-handler with real signals (issue 12, item 3): SIGTERM to a running megatron_train
+# --exit-signal-handler with real signals: SIGTERM to a running megatron_train
 # (what Slurm sends on scancel, requeue and the time limit) lets it finish the iteration, save,
 # print Megatron's exit line and exit 0; the rerun resumes there and ends with the uninterrupted
 # run's losses. Without the handler SIGTERM still kills it, leaving no temporary behind.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8, items 9 and 10 for preprocess_data, merge_datasets and dataset_info: argparse's rule for
+# Command-line hardening of preprocess_data, merge_datasets and dataset_info: argparse's rule for
 # a repeated flag (the last value wins, with a note), exit status 1 and the tool's name on every
 # usage error, negative numbers refused instead of wrapped, standard output checked at exit, and
 # decoded text printed whole (NUL tokens included).

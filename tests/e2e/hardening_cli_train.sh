@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8, items 7 to 10 for megatron_train: flags LibTorch would fail on are refused naming the
+# megatron_train hardening: flags LibTorch would fail on are refused naming the
 # flag (non-finite floats, sizes past memory or past 32 bits, a padded vocabulary below the
 # tokenizer's), no derived check blames another flag, a LibTorch error is one line (its stack
 # trace only with MEGATRON_BACKTRACE=1), repeated flags take the last value with a note, exit 1.
@@ -29,12 +29,12 @@ assert_succeeds "$TRAIN" "${TINY[@]}" --lr 2e-3
 assert_contains out.txt "note: --lr given 2 times; the last value (2e-3) is used"
 assert_contains out.txt "  lr .............................................. 0.002"
 
-step "item 7: flags that LibTorch would fail on are refused naming the flag"
+step "flags that LibTorch would fail on are refused naming the flag"
 refused "--padded-vocab-size 100 is smaller than the tokenizer's vocabulary (50257 tokens)" --padded-vocab-size 100
 refused "argument --init-method-std: nan is not a finite number" --init-method-std nan
 refused "one layer's attention scores ([2, 4, 100000000, 100000000] in fp32" --seq-length 100000000 --max-position-embeddings 100000000
 
-step "item 8: no derived check blames another flag"
+step "no derived check blames another flag"
 refused "invalid command line: argument --lr: nan is not a finite number" --lr nan
 if grep -q -- "--min-lr" err.txt; then show err.txt stderr; fail "--lr nan blames --min-lr"; fi
 refused "invalid command line: argument --weight-decay: nan is not a finite number" --weight-decay nan
@@ -42,7 +42,7 @@ if grep -q "start-weight-decay\|start/end" err.txt; then show err.txt stderr; fa
 refused "--hidden-size 2000000000 is too large" --hidden-size 2000000000
 if grep -q "ffn-hidden-size must be positive" err.txt; then show err.txt stderr; fail "an overflowed ffn size"; fi
 
-step "item 9: usage errors exit 1 with the tool's name, --log-interval -1 like 0"
+step "usage errors exit 1 with the tool's name, --log-interval -1 like 0"
 refused "argument --num-layers: invalid int value: 'abc'" --num-layers abc
 refused "--log-interval must be a positive integer, got -1" --log-interval -1
 refused "--log-interval must be a positive integer, got 0" --log-interval 0
@@ -63,7 +63,7 @@ RC=0
 assert_eq 1 "$RC" "exit status under ulimit -v with MEGATRON_BACKTRACE=1"
 assert_contains err.txt "frame #"
 
-step "item 10: standard output is checked at exit"
+step "standard output is checked at exit"
 RC=0
 "$TRAIN" --help >/dev/full 2>err.txt || RC=$?
 assert_eq 1 "$RC" "exit status of megatron_train --help >/dev/full"

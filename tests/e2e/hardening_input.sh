@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# preprocess_data under hostile input and limits (issue 8): threads that cannot start, an input that
+# preprocess_data under hostile input and limits: threads that cannot start, an input that
 # is an output, literal names with glob characters, Python's universal newlines (CR-only files,
 # compared with python3 reading the file in text mode), a BOM after the first line, UTF-16, and a
 # zero-padded .gz that gzip accepts. Each failure exits 1 with its message and leaves no file.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lifecycle of preprocess_data and merge_datasets runs (issue 8, items 2, 5, 12): a signal ignored
+# Lifecycle of preprocess_data and merge_datasets runs: a signal ignored
 # at start stays ignored (nohup, background jobs), SIGTERM leaves no temporary, the temporaries of
 # dead runs go at the next start, and a second writer of the same output is refused by name.
 set -uo pipefail

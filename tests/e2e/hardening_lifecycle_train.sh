@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lifecycle of megatron_train (issue 8, items 2, 5, 8, 12): nohup protects a training, a dead
+# Lifecycle of megatron_train: nohup protects a training, a dead
 # run's iter_XXXXXXX.tmp.<pid>/ goes at the next start, a second training saving to the same
 # --save is refused naming the first, and a tracker naming a missing folder says so.
 # Called with lib.sh's six arguments (megatron_train's path last).

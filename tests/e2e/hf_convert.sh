@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HuggingFace export and import (issue 13, items 1, 2 and 5). Export: models of both families
+# HuggingFace export and import. Export: models of both families
 # trained by megatron_train and exported by convert_checkpoint load in transformers (its own
 # from_pretrained, CPU, fp32) and give the logits our model gives, within 1e-5: GPT-2 (tied;
 # untied with erf GeLU and no biases; sharded files with an index) and Llama (GQA untied without

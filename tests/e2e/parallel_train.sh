@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tensor, sequence and data parallelism end to end (issue 9, item 8): megatron_train under
+# Tensor, sequence and data parallelism end to end: megatron_train under
 # mpirun at TP2, TP2+SP, TP4+SP, DP2, DP4 and TP2xDP2+SP, with and without the distributed
 # optimizer and overlapped gradient reduction, gives every iteration's lm loss within 1e-5
 # (relative) of the single-process run with the same global batch, and in bf16 and fp16 within one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pipeline parallelism end to end (issue 10): megatron_train under mpirun at PP2, PP4, PP2 with two
+# Pipeline parallelism end to end: megatron_train under mpirun at PP2, PP4, PP2 with two
 # virtual stages, PP4 with uneven first and last stages, TP2xPP2, and TP2xPP2xDP2 with virtual
 # stages, sequence parallelism, the distributed optimizer and overlap (8 ranks) gives every
 # iteration's lm loss within 1e-5 (relative) of the single-process run; TP2xPP2 resumes exactly,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --tensorboard-dir (issue 12, item 5): TensorBoard's own reader (tensorboard from PyPI, in .venv)
+# --tensorboard-dir: TensorBoard's own reader (tensorboard from PyPI, in .venv)
 # finds every value the log prints under Megatron's tags, across a resumed run's two event files;
 # the optional tags follow their flags; an unusable folder is refused by name.
 # Called with lib.sh's six arguments (megatron_train's path last); MEGATRON_PYTHON names the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cluster workflow on a live Slurm (issue 12, item 7): a throw-away slurmctld with two fake
+# The cluster workflow on a live Slurm: a throw-away slurmctld with two fake
 # nodes runs the repository's sbatch scripts as a user would.
 #   1. slurm/1.data-preprocessing.sbatch over 3 shards (.jsonl, .jsonl.gz, .jsonl.zst), one per
 #      array task, then the merge job: the bytes equal the dataset Megatron made from the corpus.

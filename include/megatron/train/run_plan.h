@@ -2,8 +2,8 @@
 // holds each module's own configuration (model, parallel grid, pipeline layout, data-parallel
 // buffers, optimizer, loss scaler, scheduler, tokenizer, data) and the trainer's policies (loop,
 // exit, checkpoints, TensorBoard); after make_run_plan nothing reads a flag. The derivations
-// (virtual-pipeline chunks, iterations, micro-batches, the padded vocabulary, the optimizer state
-// owned per rank) live here and nowhere else.
+// (virtual-pipeline chunks, iterations, micro-batches, the scaler, the gradient dtype) live here;
+// the padded vocabulary in VocabPlan, once the tokenizer is known.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -41,11 +41,8 @@ struct PipelinePlan {
 struct DataPlan {
   data::DataPaths paths;
   data::SampleCountArgs counts;
-  std::uint32_t seed = 1234;
-  std::int32_t sequence_length = 0;
-  std::string data_cache_path;
-  bool reset_position_ids = false, reset_attention_mask = false, eod_mask_loss = false;
-  double mid_level_dataset_surplus = 0.005;
+  // Everything but the tokenizer's identity and the log sinks, which the trainer adds.
+  data::GptDatasetConfig dataset;
 };
 
 struct LoopPlan {

@@ -229,7 +229,7 @@ TEST(Builder, RefusesABlendThatOversamplesADataset) {
                   {"train blend oversamples its datasets", "raise --mid-level-dataset-surplus"});
 }
 
-// Item 6 of issue 8: indices too large to build are refused from their computed size, naming
+// Indices too large to build are refused from their computed size, naming
 // the flag, the bytes needed and the bytes available, before anything is allocated or written.
 TEST(Builder, RefusesIndicesTooLargeToBuildBeforeWritingAnything) {
   DataPaths paths;
@@ -266,7 +266,7 @@ TEST(Builder, SmallIndicesPassTheBudgetCheck) {
   EXPECT_GE(built.train()->size(), 1000u);
 }
 
-// Item 8 of issue 8: an empty split names itself, the dataset and the --split that emptied it.
+// An empty split names itself, the dataset and the --split that emptied it.
 TEST(Builder, AnEmptySplitNamesTheSplitAndTheDataset) {
   DataPaths paths;
   paths.data_path = {testing::golden_dataset_prefix()};

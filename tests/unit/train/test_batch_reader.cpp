@@ -114,7 +114,7 @@ TEST(BatchReader, ReadsAheadAtMostItsDepthAndStopsWhenDropped) {
     BatchReader reader(dataset, 0, options(1, 0, 1, 3));
     ASSERT_TRUE(reader.next().has_value());
     // The thread refills to 3 ready batches and then waits: at most 1 + 3 + 1 samples read.
-    for (int i = 0; i < 200 && dataset.reads < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 2000 && dataset.reads < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_GE(dataset.reads.load(), 4);
     EXPECT_LE(dataset.reads.load(), 5);

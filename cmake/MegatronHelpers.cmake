@@ -18,8 +18,8 @@ function(megatron_add_tool name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
 endfunction()
 
-# megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS ...): a GoogleTest binary whose tests
-# are registered one by one with CTest (discovered at test time) under the given labels. Test
+# megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS <label>): a GoogleTest binary whose tests
+# are registered one by one with CTest (discovered at test time) under the label. Test
 # sources can include the shared helpers in tests/unit/ (test_support.h); the paths they name come
 # from the generated megatron_test_paths library (tests/CMakeLists.txt, tests/unit/test_paths.h).
 function(megatron_add_gtest name)
@@ -29,10 +29,15 @@ function(megatron_add_gtest name)
   target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} megatron_test_paths GTest::gtest GTest::gtest_main)
   add_dependencies(${name} megatron_test_data)
+  # CMake 3.25's discovery passes one label only (a list is split into other properties).
+  list(LENGTH ARG_LABELS label_count)
+  if(NOT label_count EQUAL 1)
+    message(FATAL_ERROR "megatron_add_gtest(${name}): one label, got '${ARG_LABELS}'")
+  endif()
   include(GoogleTest)
   # Listing the tests starts the binary; one that links LibTorch took over the default 5 s on a
   # busy 2-core machine right after it was relinked (ctest then errors out): allow a minute.
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${ARG_LABELS})
 endfunction()
 
 # megatron_add_mpi_gtest(<name> SOURCES ... DEPS ... NP <n>...): a GoogleTest binary run under

@@ -1,23 +1,22 @@
 # Shared set-up and assertions for the end-to-end scripts; sourced, never run on its own.
-# Every script is called as: script.sh PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR
-# [MEGATRON_TRAIN] (the build's decompressed tests/data/ and the repository's tokenizers/gpt2/; the
-# scripts that train get megatron_train's path last, as $TRAIN).
-# Sourcing sets those paths, the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp
-# folder removed on exit). Assertions print what they check and exit 1 on the first failure.
+# The paths a script needs come from one file the build writes, tests/e2e/e2e.env in the build
+# folder, named by MEGATRON_E2E_ENV (CTest sets it; by hand:
+#   MEGATRON_E2E_ENV=build/tests/e2e/e2e.env bash tests/e2e/<script>.sh [CASE]).
+# It names the tools (PREPROCESS, MERGE, INFO; TRAIN, CONVERT, GENERATE, MODEL_LOGITS in a LibTorch
+# build), DATA (the build's decompressed tests/data/), GPT2 (the repository's tokenizers/gpt2/),
+# PYTHON (with numpy, torch, transformers, tensorboard), MPIEXEC (tests/mpirun.sh) and
+# LAYOUT_REFERENCES (where the multi-rank cases keep the runs they share).
+# Sourcing also sets the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp folder
+# removed on exit). Assertions print what they check and exit 1 on the first failure.
 # shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
 
-if [[ $# -ne 5 && $# -ne 6 ]]; then
-  echo "usage: $0 PREPROCESS_DATA MERGE_DATASETS DATASET_INFO TEST_DATA_DIR GPT2_DIR [MEGATRON_TRAIN]" >&2
+if [[ -z ${MEGATRON_E2E_ENV:-} || ! -r ${MEGATRON_E2E_ENV:-} ]]; then
+  echo "usage: MEGATRON_E2E_ENV=<build>/tests/e2e/e2e.env $0 [CASE]" \
+    "(the build writes that file; ctest sets the variable)${MEGATRON_E2E_ENV:+; cannot read $MEGATRON_E2E_ENV}" >&2
   exit 2
 fi
-# Absolute paths: the scripts run inside $WORK.
-PREPROCESS=$(realpath -- "$1")
-MERGE=$(realpath -- "$2")
-INFO=$(realpath -- "$3")
-DATA=$(realpath -- "$4")
-GPT2=$(realpath -- "$5")
-TRAIN=""
-[[ $# -eq 6 ]] && TRAIN=$(realpath -- "$6")
+# shellcheck source=/dev/null
+source "$MEGATRON_E2E_ENV"
 VOCAB=$GPT2/gpt2-vocab.json
 MERGES=$GPT2/gpt2-merges.txt
 CORPUS=$DATA/corpus.jsonl
@@ -27,6 +26,15 @@ TOKENIZER=(--tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file 
 for f in "$PREPROCESS" "$MERGE" "$INFO" "$VOCAB" "$MERGES" "$CORPUS" "$GOLDEN.bin" "$GOLDEN.idx"; do
   [[ -e $f ]] || { echo "FAIL: $f does not exist" >&2; exit 1; }
 done
+
+# need_tools NAME...: fails clearly when this build lacks a tool the script runs (TRAIN, CONVERT,
+# GENERATE, MODEL_LOGITS need LibTorch; MPIEXEC needs MPI).
+need_tools() {
+  local name
+  for name in "$@"; do
+    [[ -n ${!name:-} && -e ${!name} ]] || { echo "FAIL: this build has no $name (see $MEGATRON_E2E_ENV)" >&2; exit 1; }
+  done
+}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/megatron-e2e.XXXXXX")
 trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT

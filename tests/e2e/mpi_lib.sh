@@ -1,8 +1,31 @@
-# Multi-rank training helpers for the end-to-end scripts that compare layouts; sourced after lib.sh
-# by scripts called with lib.sh's six arguments and then MPIEXEC (tests/mpirun.sh).
+# Multi-rank training helpers for the end-to-end scripts that compare layouts; sourced after lib.sh.
 # shellcheck shell=bash
-MPIEXEC=${MPIEXEC:?"set MPIEXEC before sourcing mpi_lib.sh"}
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+need_tools TRAIN MPIEXEC
+export MEGATRON_MPIEXEC  # the launcher tests/mpirun.sh runs
+
+ITERS=20
+# layout_flags TP LAYERS: the flags every layout comparison trains with: a small GPT on the golden
+# dataset, no dropout, global batch 8 of micro-batches of 2 (4 per iteration at DP 1), validation
+# every 10 iterations. The vocabulary is padded to a multiple of 512 at every TP size
+# (--make-vocab-size-divisible-by is multiplied by TP): every layout has the same 50688-row embedding.
+layout_flags() {
+  echo --num-layers "$2" --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+    --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --min-lr 1e-4 \
+    --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 \
+    --attention-dropout 0 --hidden-dropout 0 --data-path "$GOLDEN" --data-cache-path "$WORK/cache" \
+    --vocab-file "$VOCAB" --merge-file "$MERGES" --tokenizer-type GPT2BPETokenizer --log-interval 1 \
+    --eval-interval 10 --eval-iters 1 --make-vocab-size-divisible-by $((512 / $1)) --train-iters $ITERS \
+    --tensor-model-parallel-size "$1"
+}
+
+# shared_log CASE: the log a case of layouts_match_single_process.sh kept in $LAYOUT_REFERENCES
+# (CTest runs those cases first, as fixtures); fails naming the case to run when it is not there.
+shared_log() {
+  local file=$LAYOUT_REFERENCES/$1.txt
+  [[ -s $file ]] || fail "$file is missing: run 'layouts_match_single_process.sh $1' first (ctest does, as a fixture)"
+  echo "$file"
+}
+reference_log() { shared_log "single_process_$1"; }  # reference_log LAYERS: the single-process run
 
 mpi() {  # mpi NP ARGS...: megatron_train on NP ranks
   local np=$1

@@ -11,6 +11,7 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/adamw_ops.h"
+#include "tensor_expect.h"
 #if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/multi_tensor_adamw.h"
 #endif
@@ -52,26 +53,9 @@ void refill_grads(AdamWLists& l, double magnitude) {
   for (auto& g : l.grads) g.copy_(at::randn(g.sizes(), g.options().dtype(at::kFloat)) * magnitude);
 }
 
-// max |a - b| <= atol + rtol * |b| elementwise, printing the worst index on failure.
-void expect_close(const at::Tensor& a, const at::Tensor& b, double atol, double rtol, const std::string& what) {
-  const at::Tensor x = a.detach().to(at::kDouble).cpu().flatten();
-  const at::Tensor y = b.detach().to(at::kDouble).cpu().flatten();
-  ASSERT_EQ(x.numel(), y.numel()) << what;
-  const at::Tensor excess = (x - y).abs() - (atol + rtol * y.abs());
-  const int64_t i = excess.argmax().item<int64_t>();
-  EXPECT_LE(excess[i].item<double>(), 0.0) << what << ": worst index " << i << " of " << x.numel() << ": "
-                                           << x[i].item<double>() << " vs " << y[i].item<double>();
-}
-
-void expect_equal(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-  ASSERT_TRUE(a.sizes() == b.sizes()) << what;
-  const at::Tensor differ = a.ne(b).flatten();
-  if (differ.any().item<bool>()) {
-    const int64_t i = differ.to(at::kInt).argmax().item<int64_t>();
-    ADD_FAILURE() << what << ": first difference at index " << i << ": " << a.flatten()[i].item<double>() << " vs "
-                  << b.flatten()[i].item<double>();
-  }
-}
+using megatron::testing::expect_close;
+using megatron::testing::expect_equal;
+using megatron::testing::Tolerance;
 
 template <typename Fn>
 void expect_error_mentions(Fn&& fn, const std::string& needle) {
@@ -121,12 +105,12 @@ TEST(MultiTensorAdamWReference, MatchesDoublePrecisionLoop) {
         const std::string what = std::string("step ") + std::to_string(step) + " tensor " + std::to_string(i) +
                                   " grads " + c10::toString(grad_type);
         const auto opts = at::TensorOptions().dtype(at::kDouble);
-        expect_close(l.params[i], at::from_blob(p[i].data(), {static_cast<int64_t>(p[i].size())}, opts), 2e-6, 1e-5,
-                     what + " param");
-        expect_close(l.exp_avgs[i], at::from_blob(m[i].data(), {static_cast<int64_t>(m[i].size())}, opts), 1e-6, 1e-5,
-                     what + " exp_avg");
-        expect_close(l.exp_avg_sqs[i], at::from_blob(v[i].data(), {static_cast<int64_t>(v[i].size())}, opts), 1e-7, 1e-5,
-                     what + " exp_avg_sq");
+        expect_close(l.params[i], at::from_blob(p[i].data(), {static_cast<int64_t>(p[i].size())}, opts),
+                     Tolerance::elementwise(2e-6, 1e-5), what + " param");
+        expect_close(l.exp_avgs[i], at::from_blob(m[i].data(), {static_cast<int64_t>(m[i].size())}, opts),
+                     Tolerance::elementwise(1e-6, 1e-5), what + " exp_avg");
+        expect_close(l.exp_avg_sqs[i], at::from_blob(v[i].data(), {static_cast<int64_t>(v[i].size())}, opts),
+                     Tolerance::elementwise(1e-7, 1e-5), what + " exp_avg_sq");
         expect_equal(l.param_copies[i], l.params[i].to(at::kBFloat16), what + " bf16 copy");
       }
     }
@@ -253,9 +237,10 @@ TEST(MultiTensorAdamWGpu, MatchesReferenceOverOddSizesInEveryDtype) {
       for (std::size_t i = 0; i < fused.params.size(); ++i) {
         const std::string what = "tensor " + std::to_string(i) + " (" + std::to_string(fused.params[i].numel()) +
                                  " elements) grads " + c10::toString(grad_type) + " copy " + c10::toString(copy_type);
-        expect_close(fused.params[i], ref.params[i], 1e-6, 1e-5, what + " param");
-        expect_close(fused.exp_avgs[i], ref.exp_avgs[i], 1e-6, 1e-5, what + " exp_avg");
-        expect_close(fused.exp_avg_sqs[i], ref.exp_avg_sqs[i], 1e-7, 1e-5, what + " exp_avg_sq");
+        expect_close(fused.params[i], ref.params[i], Tolerance::elementwise(1e-6, 1e-5), what + " param");
+        expect_close(fused.exp_avgs[i], ref.exp_avgs[i], Tolerance::elementwise(1e-6, 1e-5), what + " exp_avg");
+        expect_close(fused.exp_avg_sqs[i], ref.exp_avg_sqs[i], Tolerance::elementwise(1e-7, 1e-5),
+                     what + " exp_avg_sq");
         if (fused.param_copies[i].defined()) {
           expect_equal(fused.param_copies[i], fused.params[i].to(copy_type), what + " copy of the kernel's params");
         }
@@ -305,7 +290,8 @@ TEST(MultiTensorAdamWGpu, FoundInfSetBeforehandSkipsAndFiniteGradsLeaveItZero) {
   megatron::kernels::aten::multi_tensor_adamw_reference_(ref, AdamWHyperparams{});
   EXPECT_EQ(found_inf.item<int>(), 0);
   for (std::size_t i = 0; i < l.params.size(); ++i) {
-    expect_close(l.params[i], ref.params[i], 1e-6, 1e-5, "param " + std::to_string(i) + " with a clear flag");
+    expect_close(l.params[i], ref.params[i], Tolerance::elementwise(1e-6, 1e-5),
+                 "param " + std::to_string(i) + " with a clear flag");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/attention_ops.h"
+#include "tensor_expect.h"
 
 namespace {
 
@@ -36,16 +37,13 @@ std::vector<at::Tensor> make_qkv(int64_t s, int64_t b, int64_t heads, int64_t hn
   return {at::randn({s, b, heads, hn}, opts), at::randn({s, b, heads, hn}, opts), at::randn({s, b, heads, hn}, opts)};
 }
 
-void expect_close(const at::Tensor& a, const at::Tensor& b, double tol, const std::string& what) {
-  const at::Tensor err = (a.to(at::kDouble) - b.to(at::kDouble)).abs().flatten().cpu();
-  const int64_t i = err.argmax().item<int64_t>();
-  EXPECT_LE(err[i].item<double>(), tol) << what << ": worst flat index " << i;
-}
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 TEST(CausalSelfAttentionReference, MatchesSdpaOnCpu) {
   at::manual_seed(5);
   for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-    const double tol = dtype == at::kDouble ? 1e-10 : 2e-5;
+    const Tolerance tol = Tolerance::absolute(dtype == at::kDouble ? 1e-10 : 2e-5);
     const auto masters = make_qkv(37, 2, 3, 16, at::kCPU);
     const at::Tensor grad_out = at::randn({37, 2, 3, 16}, at::kDouble);
     const Result ref = run([](auto q, auto k, auto v) { return causal_self_attention_reference(q, k, v); }, masters,
@@ -80,19 +78,21 @@ TEST(CausalSelfAttentionReference, IsCausalAndHonoursScale) {
   const auto m = make_qkv(9, 1, 2, 8, at::kCPU);
   const at::Tensor out = causal_self_attention_reference(m[0], m[1], m[2]);
   // Row 0 attends only to key 0: the output is v[0].
-  expect_close(out[0], m[2][0], 1e-12, "first position");
+  expect_close(out[0], m[2][0], Tolerance::absolute(1e-12), "first position");
   // Changing the future (k, v at positions > 4) leaves positions <= 4 unchanged.
   at::Tensor k2 = m[1].clone();
   at::Tensor v2 = m[2].clone();
   k2.narrow(0, 5, 4).normal_();
   v2.narrow(0, 5, 4).normal_();
-  expect_close(causal_self_attention_reference(m[0], k2, v2).narrow(0, 0, 5), out.narrow(0, 0, 5), 1e-12,
-               "positions before the change");
+  expect_close(causal_self_attention_reference(m[0], k2, v2).narrow(0, 0, 5), out.narrow(0, 0, 5),
+               Tolerance::absolute(1e-12), "positions before the change");
   // An explicit scale equals pre-scaling q.
   expect_close(causal_self_attention_reference(m[0], m[1], m[2], 0.0, 0.3),
-               causal_self_attention_reference(m[0] * 0.3 * std::sqrt(8.0), m[1], m[2]), 1e-12, "scale");
+               causal_self_attention_reference(m[0] * 0.3 * std::sqrt(8.0), m[1], m[2]), Tolerance::absolute(1e-12),
+               "scale");
   expect_close(causal_self_attention(m[0], m[1], m[2], 0.0, 0.3, AttentionBackend::kMath),
-               causal_self_attention_reference(m[0], m[1], m[2], 0.0, 0.3), 1e-10, "scale through sdpa");
+               causal_self_attention_reference(m[0], m[1], m[2], 0.0, 0.3), Tolerance::absolute(1e-10),
+               "scale through sdpa");
 }
 
 TEST(CausalSelfAttention, RejectsBadInputs) {

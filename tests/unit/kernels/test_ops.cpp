@@ -15,24 +15,20 @@
 #include "megatron/kernels/aten/rope_ops.h"
 #include "megatron/kernels/device.h"
 #include "megatron/kernels/ops.h"
+#include "tensor_expect.h"
 
 namespace megatron::kernels {
 namespace {
 
 at::Device device() { return cuda_usable() ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU); }
 
-double tolerance(at::ScalarType t) { return t == at::kFloat ? 1e-5 : (t == at::kBFloat16 ? 3e-2 : 4e-3); }
+// |a - b| <= tol * (1 + max|b|): tol absolute plus tol relative to the reference's largest value.
+testing::Tolerance tolerance(at::ScalarType t) {
+  const double tol = t == at::kFloat ? 1e-5 : (t == at::kBFloat16 ? 3e-2 : 4e-3);
+  return testing::Tolerance::of_largest(tol, tol);
+}
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kBFloat16, at::kHalf};
-
-// |a - b| <= tol * (1 + max|b|), elementwise, with the worst element named.
-void expect_close(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.sizes(), want.sizes()) << what;
-  const at::Tensor a = got.detach().to(at::kCPU, at::kDouble), b = want.detach().to(at::kCPU, at::kDouble);
-  const double scale = 1.0 + b.abs().max().item<double>();
-  const double worst = (a - b).abs().max().item<double>();
-  EXPECT_LE(worst, tol * scale) << what << ": max difference " << worst << " (scale " << scale << ")";
-}
 
 // Runs `fused` on low-precision copies of `inputs` and `reference` on fp32 copies, backpropagates
 // the same random output gradient through both, and compares outputs and input gradients.
@@ -53,10 +49,10 @@ void check_op(const std::string& name, const std::vector<at::Tensor>& inputs,
     const at::Tensor grad = at::randn(want.sizes(), at::TensorOptions().device(device())) * 0.5;
     out.backward(grad.to(dtype));
     want.backward(grad);
-    const double tol = tolerance(dtype);
-    expect_close(out, want, tol, "output");
+    const testing::Tolerance tol = tolerance(dtype);
+    testing::expect_close(out, want, tol, "output");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      expect_close(low[i].grad(), high[i].grad(), tol, "gradient of input " + std::to_string(i));
+      testing::expect_close(low[i].grad(), high[i].grad(), tol, "gradient of input " + std::to_string(i));
     }
   }
 }

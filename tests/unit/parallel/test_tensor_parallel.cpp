@@ -18,6 +18,7 @@
 #include "megatron/parallel/single_process_context.h"
 #include "megatron/parallel/tensor_parallel.h"
 #include "mpi_test_support.h"
+#include "tensor_expect.h"
 
 namespace megatron::parallel {
 namespace {
@@ -66,25 +67,9 @@ at::Tensor chunk_of(const at::Tensor& full, std::int64_t dim, const ParallelCont
 
 at::Tensor filled(at::IntArrayRef shape, double value) { return at::full(shape, value, at::kFloat); }
 
-// Largest difference at most rtol times the largest reference magnitude (plus a tiny floor).
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, double rtol, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << ": undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor a = actual.detach().to(at::kDouble), e = expected.detach().to(at::kDouble);
-  const at::Tensor diff = (a - e).abs().flatten();
-  const double scale = e.abs().max().item<double>();
-  const std::int64_t worst = diff.argmax().item<std::int64_t>();
-  EXPECT_LE(diff[worst].item<double>(), rtol * scale + 1e-12)
-      << what << ": worst flat index " << worst << " ours " << a.flatten()[worst].item<double>() << " reference "
-      << e.flatten()[worst].item<double>() << " (rank " << world().rank() << ")";
-}
-
-void expect_equal(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  EXPECT_TRUE(at::equal(actual.detach(), expected.detach()))
-      << what << " (rank " << world().rank() << "): max difference "
-      << (actual.detach() - expected.detach()).abs().max().item<double>();
-}
+using testing::expect_close;
+using testing::expect_equal;
+using testing::Tolerance;
 
 // Every TP rank's copy of `local`, in TP rank order.
 std::vector<at::Tensor> all_gather(const at::Tensor& local, const ParallelContext& pc) {
@@ -230,7 +215,8 @@ TEST(TensorParallelRegions, AreIdentitiesAtTpOne) {
 // Layers against dense ATen on the full tensors.
 
 constexpr std::int64_t kSeq = 8, kBatch = 3;
-constexpr double kLayerTolerance = 1e-6;
+// Largest difference at most 1e-6 times the largest reference magnitude (plus a tiny floor).
+const Tolerance kLayerTolerance = Tolerance::of_largest(1e-12, 1e-6);
 
 void check_column_parallel_linear(int tp, bool gather_output, bool sequence_parallel) {
   const ParallelContext& pc = context(tp);
@@ -396,6 +382,10 @@ using parallel::generator;
 using parallel::tp_sizes;
 
 using megatron::testing::tiny_config;
+using megatron::testing::Tolerance;
+
+// Loss and gathered gradients within 1e-5 of the largest reference magnitude (plus a tiny floor).
+const Tolerance kModelTolerance = Tolerance::of_largest(1e-12, 1e-5);
 
 ModelConfig rope_config() {
   ModelConfig c = tiny_config();
@@ -458,13 +448,13 @@ void check_matches_single_process(ModelConfig config, int tp) {
   const at::Tensor loss_ref = loss_of(single), loss = loss_of(model);
   loss_ref.backward();
   loss.backward();
-  expect_close(loss, loss_ref, 1e-5, layout + " loss");
+  expect_close(loss, loss_ref, kModelTolerance, layout + " loss");
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string what = layout + " grad of " + names[i].first;
     ASSERT_TRUE(params[i].second.grad().defined()) << what;
     at::Tensor grad = params[i].second.grad();
     if (layouts[i].sequence_parallel) grad = parallel::sum_over_tp(grad, pc);  // the finalize step's TP sum
-    expect_close(gather_full(grad, layouts[i], pc, what), names[i].second.grad(), 1e-5, what);
+    expect_close(gather_full(grad, layouts[i], pc, what), names[i].second.grad(), kModelTolerance, what);
   }
 }
 

@@ -1,6 +1,6 @@
 // The event-file writer's pieces against independent references: CRC-32C against the check
 // values of RFC 3720 (B.4) and the catalogue's "123456789", TFRecord's framing read back by hand
-// (TensorBoard's own reader reads whole runs in tests/e2e/tensorboard_train.sh).
+// (TensorBoard's own reader reads whole runs in tests/e2e/tensorboard_reads_the_log.sh).
 #include <gtest/gtest.h>
 
 #include <cstring>

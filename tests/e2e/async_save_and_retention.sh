@@ -4,11 +4,10 @@
 # folder is there): the tracker still names the previous checkpoint, which loads, the rerun removes
 # the leftover, resumes there and gives the losses of a run never interrupted. --keep-last-checkpoints
 # and --save-retain-interval leave exactly the folders they should.
-# Called with lib.sh's six arguments (megatron_train's path last).
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+need_tools TRAIN
 
 # About 14M parameters: each checkpoint is ~170 MB, so a write takes long enough to be caught.
 RUN=("$TRAIN" --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 32

@@ -2,11 +2,10 @@
 # Lifecycle of megatron_train: nohup protects a training, a dead
 # run's iter_XXXXXXX.tmp.<pid>/ goes at the next start, a second training saving to the same
 # --save is refused naming the first, and a tracker naming a missing folder says so.
-# Called with lib.sh's six arguments (megatron_train's path last).
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+need_tools TRAIN
 require flock nohup
 
 # A tiny model on the golden dataset (as tests/unit/train/test_trainer.cpp).
@@ -62,4 +61,4 @@ mkdir -p "$WORK/broken"
 printf '7' >"$WORK/broken/latest_checkpointed_iteration.txt"
 assert_fails_with "names iteration 7 but iter_0000007/ does not exist" "${RUN[@]}" --train-iters 8 --load "$WORK/broken"
 
-echo "PASS: hardening_lifecycle_train"
+echo "PASS"

@@ -2,13 +2,11 @@
 # --tensorboard-dir: TensorBoard's own reader (tensorboard from PyPI, in .venv)
 # finds every value the log prints under Megatron's tags, across a resumed run's two event files;
 # the optional tags follow their flags; an unusable folder is refused by name.
-# Called with lib.sh's six arguments (megatron_train's path last); MEGATRON_PYTHON names the
-# Python with tensorboard installed (scripts/setup.sh puts it into .venv).
+# PYTHON (from the build's e2e.env) must have tensorboard (scripts/setup.sh puts it into .venv).
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
-PYTHON=${MEGATRON_PYTHON:-python3}
+need_tools TRAIN
 READ=("$PYTHON" "$(dirname "$(realpath "$0")")/tensorboard_read.py")
 "$PYTHON" -c "import tensorboard" 2>/dev/null || fail "$PYTHON cannot import tensorboard (run scripts/setup.sh)"
 

@@ -81,4 +81,4 @@ RC=0
 assert_eq 1 "$RC" "exit status of preprocess_data >/dev/full"
 assert_contains err.txt "preprocess_data: error: cannot write to standard output"
 
-echo "PASS hardening_cli"
+echo "PASS"

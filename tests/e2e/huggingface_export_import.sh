@@ -7,20 +7,16 @@
 # holds is refused by name and leaves nothing behind. Import: randomly initialised transformers
 # models of both families become TP2 x PP2 checkpoints whose logits (our model, resharded to one
 # process) equal transformers'; megatron_train loads the Llama one at TP2 x PP2 as it is and trains
-# on; exporting an import gives back the original tensors. Called with lib.sh's six arguments (megatron_train's path last), then
-# convert_checkpoint's, model_logits' and tests/mpirun.sh's paths; MEGATRON_PYTHON must have
-# transformers (scripts/setup.sh puts it into .venv).
+# on; exporting an import gives back the original tensors.
+# PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
-CONVERT=$(realpath "${7:?"usage: $0 <lib.sh's six arguments> CONVERT_CHECKPOINT MODEL_LOGITS MPIEXEC"}")
-LOGITS=$(realpath "${8:?model_logits}")
-MPIEXEC=$(realpath "${9:?tests/mpirun.sh}")
-GENERATE=$(realpath "${10:?generate}")
-set -- "${@:1:6}"
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=mpi_lib.sh
 source "$(dirname "$0")/mpi_lib.sh"
-PY=${MEGATRON_PYTHON:-python3}
+need_tools CONVERT MODEL_LOGITS GENERATE
+LOGITS=$MODEL_LOGITS
+PY=$PYTHON
 "$PY" -c "import transformers" 2>/dev/null || fail "$PY has no transformers (scripts/setup.sh installs it into .venv)"
 
 TRAIN_ARGS=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32

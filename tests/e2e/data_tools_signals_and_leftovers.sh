@@ -82,4 +82,4 @@ assert_succeeds "${PRE[@]}" --output-prefix "$out/p"
 assert_same_dataset "$out/p_text_document" "$GOLDEN"
 ok "runs once the holder is gone"
 
-echo "PASS: hardening_lifecycle"
+echo "PASS"

@@ -4,11 +4,10 @@
 # print Megatron's exit line and exit 0; the rerun resumes there and ends with the uninterrupted
 # run's losses. Without the handler SIGTERM still kills it, leaving no temporary behind.
 # --exit-duration-in-mins stops the same way, under libfaketime's fast clock.
-# Called with lib.sh's six arguments (megatron_train's path last).
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+need_tools TRAIN
 
 RUN=("$TRAIN" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
      --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --lr 3e-3

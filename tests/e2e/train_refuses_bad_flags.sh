@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# megatron_train hardening: flags LibTorch would fail on are refused naming the
-# flag (non-finite floats, sizes past memory or past 32 bits, a padded vocabulary below the
-# tokenizer's), no derived check blames another flag, a LibTorch error is one line (its stack
-# trace only with MEGATRON_BACKTRACE=1), repeated flags take the last value with a note, exit 1.
-# Called with lib.sh's six arguments (megatron_train's path last).
+# megatron_train refuses bad flags before any work: flags LibTorch would fail on are refused naming
+# the flag (non-finite floats, sizes past memory or past 32 bits, a padded vocabulary below the
+# tokenizer's), no derived check blames another flag, Megatron's pipeline checks are reported
+# together, a LibTorch error is one line (its stack trace only with MEGATRON_BACKTRACE=1),
+# repeated flags take the last value with a note, exit 1.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[[ -n $TRAIN ]] || fail "needs megatron_train's path as the sixth argument"
+need_tools TRAIN
 
 TINY=(--num-layers 1 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
   --micro-batch-size 2 --train-iters 1 --lr 1e-3 --mock-data --log-interval 1 --eval-iters 0
@@ -42,6 +42,15 @@ if grep -q "start-weight-decay\|start/end" err.txt; then show err.txt stderr; fa
 refused "--hidden-size 2000000000 is too large" --hidden-size 2000000000
 if grep -q "ffn-hidden-size must be positive" err.txt; then show err.txt stderr; fail "an overflowed ffn size"; fi
 
+step "pipeline flag problems are reported together"
+refused "number of layers per pipeline stage (2) must be divisible by --num-layers-per-virtual-pipeline-stage (3)" \
+  --num-layers 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3
+assert_contains err.txt "world size (1) is not divisible by tensor x pipeline x context parallel sizes (2)"
+refused "--num-layers (6) minus the first and last stages' layers (3) must split evenly over the other 2 pipeline stages" \
+  --num-layers 6 --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 2 --decoder-last-pipeline-num-layers 1
+refused "--num-layers-per-virtual-pipeline-stage assumes an even split" \
+  --num-layers 6 --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 1 --num-layers-per-virtual-pipeline-stage 1
+
 step "usage errors exit 1 with the tool's name, --log-interval -1 like 0"
 refused "argument --num-layers: invalid int value: 'abc'" --num-layers abc
 refused "--log-interval must be a positive integer, got -1" --log-interval -1
@@ -69,4 +78,4 @@ RC=0
 assert_eq 1 "$RC" "exit status of megatron_train --help >/dev/full"
 assert_contains err.txt "megatron_train: error: cannot write to standard output"
 
-echo "PASS hardening_cli_train"
+echo "PASS"

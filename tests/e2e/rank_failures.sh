@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# One rank failing ends the whole job, naming it, and never costs a checkpoint:
+#   error_on_one_rank        an error on one rank (a damaged checkpoint shard) is printed with its
+#                            rank and ends every rank within a minute
+#   rank_killed              a rank killed with SIGKILL ends the job, with a message naming it
+#   rank_killed_during_save  a rank killed in the middle of a save leaves the previous checkpoint
+#                            and the tracker; the next run resumes there and clears the leftover
+#   stage_never_sends        a pipeline stage that never sends ends the job within
+#                            --distributed-timeout-minutes, naming the waiting stage and transfer
+# Usage: rank_failures.sh CASE (or --list).
+set -uo pipefail
+CASES=(error_on_one_rank rank_killed rank_killed_during_save stage_never_sends)
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${CASES[@]}"
+  exit 0
+fi
+CASE=${1:?"usage: $0 --list|CASE"}
+[[ " ${CASES[*]} " == *" $CASE "* ]] || { echo "$0: unknown case '$CASE' (one of: ${CASES[*]})" >&2; exit 2; }
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=mpi_lib.sh
+source "$(dirname "$0")/mpi_lib.sh"
+
+error_on_one_rank() {
+  local ckpt=$WORK/ckpt
+  # shellcheck disable=SC2046
+  assert_succeeds mpi 2 $(layout_flags 2 2) --train-iters 4 --save "$ckpt" --save-interval 4
+  printf 'x' | dd of="$ckpt/iter_0000004/mp_rank_01/model.safetensors" bs=1 seek=200 conv=notrunc status=none
+  # shellcheck disable=SC2046
+  assert_fails_with "[rank 1] checkpoint file $ckpt/iter_0000004/mp_rank_01/model.safetensors fails its CRC-32 check" \
+    timeout 60 "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$TRAIN" $(layout_flags 2 2) --load "$ckpt"
+  [[ $RC -ne 124 ]] || fail "the job did not end within 60 s"
+}
+
+rank_killed() {
+  # shellcheck disable=SC2046
+  mpi 2 $(layout_flags 1 2) --train-iters 100000 >"$WORK/kill_out.txt" 2>"$WORK/kill_err.txt" &
+  local job=$! victim rc=0 start elapsed
+  for _ in $(seq 600); do
+    grep -q ' iteration *3/' "$WORK/kill_out.txt" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q ' iteration *3/' "$WORK/kill_out.txt" || { kill -9 $job; show "$WORK/kill_err.txt" stderr; fail "training did not start"; }
+  victim=$(rank_pid "$WORK/cache" 1)
+  [[ -n $victim ]] || { kill -9 $job; fail "could not find rank 1's process"; }
+  start=$SECONDS
+  kill -9 "$victim"
+  wait $job || rc=$?
+  elapsed=$((SECONDS - start))
+  [[ $rc -ne 0 ]] || fail "the job exited 0 after a rank was killed"
+  [[ $elapsed -le 60 ]] || fail "the job took $elapsed s to end after a rank was killed"
+  grep -qE "rank 1 .*(signal 9|Killed)" "$WORK/kill_err.txt" "$WORK/kill_out.txt" ||
+    { show "$WORK/kill_err.txt" stderr; fail "no message names the killed rank 1"; }
+  ok "exit $rc after ${elapsed} s; $(grep -hE 'rank 1 .*(signal 9|Killed)' "$WORK/kill_err.txt" "$WORK/kill_out.txt" | head -1)"
+}
+
+rank_killed_during_save() {
+  # A larger model, so that a save takes long enough to be caught in the middle: rank 1 is killed
+  # as soon as the iteration's temporary folder appears.
+  local big=$WORK/big victim="" rc=0
+  local flags
+  flags="$(layout_flags 2 2) --hidden-size 512 --num-attention-heads 8 --save $big"
+  # shellcheck disable=SC2086
+  assert_succeeds mpi 2 $flags --save-interval 2 --exit-interval 2
+  assert_eq 2 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker before the killed save"
+  # shellcheck disable=SC2086
+  mpi 2 $flags --load "$big" --save-interval 4 --exit-interval 4 >"$WORK/save_kill_out.txt" 2>"$WORK/save_kill_err.txt" &
+  local job=$!
+  for _ in $(seq 6000); do
+    if compgen -G "$big/iter_0000004.tmp.*" >/dev/null; then
+      victim=$(rank_pid "--save $big --load" 1)
+      [[ -n $victim ]] && kill -9 "$victim"
+      break
+    fi
+    sleep 0.005
+  done
+  wait $job || rc=$?
+  [[ -n $victim ]] || { show "$WORK/save_kill_err.txt" stderr; fail "the save of iteration 4 was not seen starting"; }
+  [[ $rc -ne 0 ]] || fail "the job exited 0 after rank 1 was killed during the save"
+  assert_eq 2 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker after the killed save"
+  [[ ! -e $big/iter_0000004 ]] || fail "iter_0000004 exists although rank 1 was killed during its save"
+  ok "exit $rc; tracker still 2, no iter_0000004"
+  # shellcheck disable=SC2086
+  assert_succeeds mpi 2 $flags --load "$big" --save-interval 4 --exit-interval 4
+  grep -q "successfully loaded checkpoint from $big .* at iteration 2" "$WORK/out.txt" ||
+    { show "$WORK/out.txt" stdout; fail "the next run did not resume from iteration 2"; }
+  compgen -G "$big/iter_*.tmp.*" >/dev/null && fail "the killed save's temporary folder is still there"
+  assert_eq 4 "$(cat "$big/latest_checkpointed_iteration.txt")" "tracker after the next run"
+  ok "the next run resumed from iteration 2, removed the leftover and saved iteration 4"
+}
+
+stage_never_sends() {
+  # Stage 1 is told the global batch is 16 (8 micro-batches), stage 0 sends only 4.
+  local start=$SECONDS rc=0 elapsed
+  # shellcheck disable=SC2046
+  "$MPIEXEC" --oversubscribe --bind-to none -n 1 "$TRAIN" $(layout_flags 1 4) --pipeline-model-parallel-size 2 \
+    --distributed-timeout-minutes 1 : -n 1 "$TRAIN" $(layout_flags 1 4) --pipeline-model-parallel-size 2 \
+    --distributed-timeout-minutes 1 --global-batch-size 16 >"$WORK/hang_out.txt" 2>"$WORK/hang_err.txt" || rc=$?
+  elapsed=$((SECONDS - start))
+  [[ $rc -ne 0 ]] || fail "the job exited 0"
+  [[ $elapsed -le 150 ]] || fail "the job took $elapsed s to end (timeout 1 minute)"
+  grep -qE "did not complete within 1 minute \(--distributed-timeout-minutes\)" "$WORK/hang_err.txt" ||
+    { show "$WORK/hang_err.txt" stderr; fail "no timeout message"; }
+  grep -qE "pipeline stage 1 of 2 waiting for the activation of micro-batch 4|rank 0\] all_reduce on the embedding group" \
+    "$WORK/hang_err.txt" || { show "$WORK/hang_err.txt" stderr; fail "the message names neither the waiting stage nor the operation"; }
+  ok "exit $rc after $elapsed s: $(grep -m1 'did not complete' "$WORK/hang_err.txt" | cut -c1-220)"
+}
+
+step "$CASE"
+"$CASE"
+echo "PASS"

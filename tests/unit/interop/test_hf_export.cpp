@@ -1,0 +1,197 @@
+// The HuggingFace export's names, shapes and layouts against transformers' own: the expected
+// state-dict keys below are GPT2LMHeadModel's and LlamaForCausalLM's (transformers 5, as
+// model.state_dict() lists them; a tied lm_head is left out, as save_pretrained does), written
+// out by hand. GPT-2's Conv1D stores [in, out], the transpose of Megatron's Linear [out, in].
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hf_test_models.h"
+#include "megatron/core/check.h"
+#include "megatron/interop/huggingface.h"
+#include "tensor_expect.h"
+#include "test_support.h"
+
+namespace megatron::interop {
+namespace {
+
+using Shapes = std::map<std::string, std::vector<std::int64_t>>;
+using testing::expect_equal;
+using testing::named;
+
+// GPT2LMHeadModel's keys for n_layer layers, n_embd h, n_inner ffn, n_positions positions.
+Shapes gpt2_keys(int layers, std::int64_t h, std::int64_t ffn, std::int64_t vocab, std::int64_t positions, bool tied) {
+  Shapes k = {{"transformer.wte.weight", {vocab, h}},
+              {"transformer.wpe.weight", {positions, h}},
+              {"transformer.ln_f.weight", {h}},
+              {"transformer.ln_f.bias", {h}}};
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    k[p + "ln_1.weight"] = {h};
+    k[p + "ln_1.bias"] = {h};
+    k[p + "attn.c_attn.weight"] = {h, 3 * h};
+    k[p + "attn.c_attn.bias"] = {3 * h};
+    k[p + "attn.c_proj.weight"] = {h, h};
+    k[p + "attn.c_proj.bias"] = {h};
+    k[p + "ln_2.weight"] = {h};
+    k[p + "ln_2.bias"] = {h};
+    k[p + "mlp.c_fc.weight"] = {h, ffn};
+    k[p + "mlp.c_fc.bias"] = {ffn};
+    k[p + "mlp.c_proj.weight"] = {ffn, h};
+    k[p + "mlp.c_proj.bias"] = {h};
+  }
+  if (!tied) k["lm_head.weight"] = {vocab, h};
+  return k;
+}
+
+// LlamaForCausalLM's keys: `heads` query heads and `kv_heads` key/value heads of head_dim `hd`.
+Shapes llama_keys(int layers, std::int64_t h, std::int64_t ffn, std::int64_t heads, std::int64_t kv_heads,
+                  std::int64_t hd, std::int64_t vocab, bool bias, bool tied) {
+  Shapes k = {{"model.embed_tokens.weight", {vocab, h}}, {"model.norm.weight", {h}}};
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    k[p + "input_layernorm.weight"] = {h};
+    k[p + "self_attn.q_proj.weight"] = {heads * hd, h};
+    k[p + "self_attn.k_proj.weight"] = {kv_heads * hd, h};
+    k[p + "self_attn.v_proj.weight"] = {kv_heads * hd, h};
+    k[p + "self_attn.o_proj.weight"] = {h, heads * hd};
+    k[p + "post_attention_layernorm.weight"] = {h};
+    k[p + "mlp.gate_proj.weight"] = {ffn, h};
+    k[p + "mlp.up_proj.weight"] = {ffn, h};
+    k[p + "mlp.down_proj.weight"] = {h, ffn};
+    if (bias) {
+      k[p + "self_attn.q_proj.bias"] = {heads * hd};
+      k[p + "self_attn.k_proj.bias"] = {kv_heads * hd};
+      k[p + "self_attn.v_proj.bias"] = {kv_heads * hd};
+      k[p + "self_attn.o_proj.bias"] = {h};
+      k[p + "mlp.gate_proj.bias"] = {ffn};
+      k[p + "mlp.up_proj.bias"] = {ffn};
+      k[p + "mlp.down_proj.bias"] = {h};
+    }
+  }
+  if (!tied) k["lm_head.weight"] = {vocab, h};
+  return k;
+}
+
+Shapes shapes_of(const HfExport& out) {
+  Shapes s;
+  for (const auto& [name, t] : out.tensors) {
+    EXPECT_TRUE(s.emplace(name, t.sizes().vec()).second) << name << " written twice";
+  }
+  return s;
+}
+
+TEST(HfExport, Gpt2TensorsAreTransformersStateDictKeys) {
+  for (const bool tied : {true, false}) {
+    model::ModelConfig c = testing::hf_gpt2_config();
+    c.untie_embeddings_and_output_weights = !tied;
+    const HfExport out = to_hf(c, testing::full_parameters(c), 0, testing::kGpt2Tokens);
+    EXPECT_EQ(out.family, HfFamily::kGpt2);
+    EXPECT_EQ(shapes_of(out), gpt2_keys(2, 48, 96, testing::kGpt2Tokens, 20, tied)) << (tied ? "tied" : "untied");
+  }
+}
+
+TEST(HfExport, LlamaTensorsAreTransformersStateDictKeys) {
+  for (const bool bias : {true, false}) {
+    for (const bool tied : {true, false}) {
+      model::ModelConfig c = testing::hf_llama_config();
+      c.add_bias_linear = bias;
+      c.untie_embeddings_and_output_weights = !tied;
+      const HfExport out = to_hf(c, testing::full_parameters(c), 0, testing::kGpt2Tokens);
+      EXPECT_EQ(out.family, HfFamily::kLlama);
+      EXPECT_EQ(shapes_of(out), llama_keys(2, 48, 64, 4, 2, 12, testing::kGpt2Tokens, bias, tied))
+          << (bias ? "with" : "without") << " biases, " << (tied ? "tied" : "untied");
+    }
+  }
+}
+
+TEST(HfExport, Gpt2LinearWeightsAreTransposedIntoConv1D) {
+  const model::ModelConfig c = testing::hf_gpt2_config();
+  const auto params = testing::full_parameters(c);
+  const HfExport out = to_hf(c, params, 0, testing::kGpt2Tokens);
+  const std::vector<std::pair<std::string, std::string>> linears = {
+      {"self_attention.linear_proj", "attn.c_proj"}, {"mlp.linear_fc1", "mlp.c_fc"}, {"mlp.linear_fc2", "mlp.c_proj"}};
+  for (const auto& [megatron, hf] : linears) {
+    for (const int i : {0, 1}) {
+      const at::Tensor w = named(params, "decoder.layers." + std::to_string(i) + "." + megatron + ".weight");
+      const at::Tensor got = named(out.tensors, "transformer.h." + std::to_string(i) + "." + hf + ".weight");
+      ASSERT_EQ(got.sizes(), (std::vector<std::int64_t>{w.size(1), w.size(0)})) << hf;
+      for (std::int64_t o = 0; o < w.size(0); o += 7) {  // element [in, out] of Conv1D is [out, in] of Linear
+        for (std::int64_t in = 0; in < w.size(1); in += 5) {
+          EXPECT_EQ(got[in][o].item<float>(), w[o][in].item<float>()) << hf << " [" << in << ", " << o << "]";
+        }
+      }
+    }
+  }
+  expect_equal(named(out.tensors, "transformer.h.1.mlp.c_fc.bias"),
+               named(params, "decoder.layers.1.mlp.linear_fc1.bias"), "c_fc.bias");
+  expect_equal(named(out.tensors, "transformer.ln_f.weight"), named(params, "decoder.final_layernorm.weight"), "ln_f");
+}
+
+TEST(HfExport, CutsThePaddedVocabularyToTheTokenizers) {
+  model::ModelConfig c = testing::hf_llama_config();  // untied: both embedding and lm_head
+  const auto params = testing::full_parameters(c);
+  const HfExport out = to_hf(c, params, 0, testing::kGpt2Tokens);
+  expect_equal(named(out.tensors, "model.embed_tokens.weight"),
+               named(params, "embedding.word_embeddings.weight").slice(0, 0, testing::kGpt2Tokens), "embed_tokens");
+  expect_equal(named(out.tensors, "lm_head.weight"),
+               named(params, "output_layer.weight").slice(0, 0, testing::kGpt2Tokens), "lm_head");
+  EXPECT_EQ(out.config.at("vocab_size"), testing::kGpt2Tokens);
+  const std::string message = testing::error_of([&] { to_hf(c, params, 0, c.padded_vocab_size + 1); });
+  testing::expect_contains(message, {"50305", "50304", "another tokenizer"});
+}
+
+TEST(HfExport, ConfigUsesTransformersKeys) {
+  const HfExport gpt2 = to_hf(testing::hf_gpt2_config(), testing::full_parameters(testing::hf_gpt2_config()), 7,
+                              testing::kGpt2Tokens);
+  const nlohmann::ordered_json& g = gpt2.config;
+  EXPECT_EQ(g.at("model_type"), "gpt2");
+  EXPECT_EQ(g.at("architectures"), nlohmann::ordered_json::array({"GPT2LMHeadModel"}));
+  EXPECT_EQ(g.at("n_layer"), 2);
+  EXPECT_EQ(g.at("n_embd"), 48);
+  EXPECT_EQ(g.at("n_head"), 4);
+  EXPECT_EQ(g.at("n_inner"), 96);
+  EXPECT_EQ(g.at("n_positions"), 20);
+  EXPECT_EQ(g.at("activation_function"), "gelu_new");  // Megatron's fused GeLU is the tanh form
+  EXPECT_EQ(g.at("tie_word_embeddings"), true);
+  EXPECT_EQ(g.at("eos_token_id"), 7);
+  EXPECT_EQ(gpt2.generation_config.at("pad_token_id"), 7);
+
+  model::ModelConfig c = testing::hf_llama_config();
+  c.rotary_base = 500000;
+  const HfExport llama = to_hf(c, testing::full_parameters(c), 7, testing::kGpt2Tokens);
+  const nlohmann::ordered_json& l = llama.config;
+  EXPECT_EQ(l.at("model_type"), "llama");
+  EXPECT_EQ(l.at("architectures"), nlohmann::ordered_json::array({"LlamaForCausalLM"}));
+  EXPECT_EQ(l.at("num_hidden_layers"), 2);
+  EXPECT_EQ(l.at("hidden_size"), 48);
+  EXPECT_EQ(l.at("intermediate_size"), 64);
+  EXPECT_EQ(l.at("num_attention_heads"), 4);
+  EXPECT_EQ(l.at("num_key_value_heads"), 2);
+  EXPECT_EQ(l.at("head_dim"), 12);
+  EXPECT_EQ(l.at("rope_theta"), 500000.0);
+  EXPECT_EQ(l.at("attention_bias"), true);
+  EXPECT_EQ(l.at("mlp_bias"), true);
+  EXPECT_EQ(l.at("tie_word_embeddings"), false);
+}
+
+TEST(HfFamily, RefusesModelsNeitherFamilyHoldsNamingTheSetting) {
+  model::ModelConfig mixed = testing::hf_gpt2_config();
+  mixed.position_embedding = model::PositionEmbedding::kRope;  // RoPE with LayerNorm and GeLU
+  testing::expect_contains(testing::error_of([&] { hf_family_of(mixed); }),
+                           {"--position-embedding-type rope", "LayerNorm", "neither"});
+  model::ModelConfig gqa = testing::hf_gpt2_config();
+  gqa.num_query_groups = 2;
+  testing::expect_contains(testing::error_of([&] { hf_family_of(gqa); }), {"--num-query-groups 2", "GPT-2"});
+  model::ModelConfig partial = testing::hf_llama_config();
+  partial.rotary_percent = 0.5;
+  partial.rotary_interleaved = true;  // both problems reported together
+  testing::expect_contains(testing::error_of([&] { hf_family_of(partial); }),
+                           {"--rotary-percent", "--rotary-interleaved"});
+}
+
+}  // namespace
+}  // namespace megatron::interop

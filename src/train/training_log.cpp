@@ -60,6 +60,10 @@ std::string timestamp_now() {
   return buf;
 }
 
+std::string format_datetime_line(const std::string& what) {
+  return "[" + what + "] datetime: " + timestamp_now() + " ";
+}
+
 double flops_per_batch(const FlopsShape& s, std::int64_t batch_size) {
   const double b = static_cast<double>(batch_size), seq = static_cast<double>(s.seq_length);
   const double L = static_cast<double>(s.num_layers), h = static_cast<double>(s.hidden_size);

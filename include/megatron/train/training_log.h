@@ -38,6 +38,9 @@ std::string format_validation_block(const std::string& prefix,
 // Now, as Megatron's log prints it: "YYYY-MM-DD HH:MM:SS.ffffff".
 std::string timestamp_now();
 
+// Megatron's print_datetime line: "[<what>] datetime: 2026-11-24 13:09:49.123456 " (now, local).
+std::string format_datetime_line(const std::string& what);
+
 struct FlopsShape {
   std::int64_t num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups,
       kv_channels, padded_vocab_size, seq_length;

@@ -1,0 +1,80 @@
+// A run's checkpoints (DESIGN 5.1): at start rank 0 locks the --save folder and removes the
+// temporaries of saves that were killed; a save writes every rank's unique state, synchronously or
+// with --async-save (a host snapshot written while training goes on, committed at a later poll
+// once every rank wrote it); after a commit, Megatron's success line and then retention (rank 0).
+// On --load: the tracker's iteration, the layout it was saved in (resharded on the fly when TP or
+// the layer split differ), and a checkpoint of another model refused naming every difference.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megatron/checkpoint/async_saver.h"
+#include "megatron/checkpoint/checkpoint.h"
+#include "megatron/core/process_lock.h"
+#include "megatron/model/model_config.h"
+#include "megatron/parallel/parallel_context.h"
+#include "megatron/parallel/pipeline_layout.h"
+#include "megatron/train/run_plan.h"
+
+namespace megatron::train {
+
+// Rank 0's first step with --save, before any other work: locks the folder (throws naming the run
+// that holds it) and removes the temporaries of killed saves, saying so on `out`.
+std::unique_ptr<OutputLock> take_save_folder(const std::string& save, std::ostream& out);
+
+class Checkpointer {
+ public:
+  // `out`: rank 0's stream (Megatron's print_rank_0); other ranks pass a discarding one.
+  // `save_lock`: take_save_folder's lock on rank 0 with --save (held as long as the checkpointer).
+  Checkpointer(const CheckpointPlan& plan, const parallel::ParallelContext& pc, bool distributed_optimizer,
+               std::ostream& out, std::unique_ptr<OutputLock> save_lock);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  bool saves() const { return plan_.save.has_value(); }
+  // Called after each commit, before the success line (TensorBoard flushes its events there).
+  void on_commit(std::function<void()> callback) { on_commit_ = std::move(callback); }
+  // <save>/run_config.json (rank 0), written atomically.
+  void write_run_config(const nlohmann::json& config) const;
+
+  // Collective: saves `state` (its iteration) to --save; with --async-save it returns once the
+  // host snapshot is taken.
+  void save(const checkpoint::CheckpointState& state);
+  // Collective, at the same point on every rank: commits an async save whose writes are all done
+  // (`blocking`: waits for them). No-op without a save in flight.
+  void poll(bool blocking);
+
+  // What --load loads into: this rank's parameters (their checkpoint names and TP layouts), the
+  // current layer split, the run's model, and the optimizer's choice of state pieces.
+  struct LoadTarget {
+    const parallel::NamedTensors& params;
+    const std::vector<parallel::TensorParallelLayout>& layouts;
+    const parallel::PipelineLayout& layout;
+    const model::ModelConfig& model;
+    checkpoint::TensorFilter optimizer_pieces;
+  };
+  // Collective. Loads the --load checkpoint's parameters into `target.params` and returns the rest
+  // of its state (the optimizer state with --no-load-optim or --finetune left out); nullopt
+  // without --load, or when the folder has no tracker (Megatron's warning, then a fresh start).
+  std::optional<checkpoint::CheckpointState> load(const LoadTarget& target) const;
+
+ private:
+  void committed(std::int64_t iteration);
+
+  CheckpointPlan plan_;
+  const parallel::ParallelContext& pc_;
+  const parallel::ParallelState& ps_;
+  bool distributed_optimizer_;
+  std::ostream& out_;
+  std::unique_ptr<OutputLock> lock_;
+  std::unique_ptr<checkpoint::AsyncCheckpointSaver> async_saver_;
+  std::function<void()> on_commit_;
+};
+
+}  // namespace megatron::train

@@ -1,0 +1,143 @@
+// A run's checkpoints (see checkpointer.h).
+#include "megatron/train/checkpointer.h"
+
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+
+#include "megatron/checkpoint/reshard.h"
+#include "megatron/core/check.h"
+#include "megatron/core/file_io.h"
+#include "megatron/parallel/parallel_state.h"
+#include "megatron/train/training_log.h"
+
+namespace megatron::train {
+namespace {
+
+void refuse_another_model(const model::ModelConfig& ours, const model::ModelConfig& saved, const std::string& folder) {
+  const auto differences = ours.shape_differences_from(saved);
+  if (differences.empty()) return;
+  std::string message = "checkpoint " + folder + " was saved for a different model:";
+  for (const auto& d : differences) message += "\n  " + d;
+  MEGATRON_FAIL(message);
+}
+
+}  // namespace
+
+std::unique_ptr<OutputLock> take_save_folder(const std::string& save, std::ostream& out) {
+  auto lock = checkpoint::lock_save_folder(save);
+  if (!lock->note().empty()) out << "WARNING: " << lock->note() << "\n";
+  const auto removed = checkpoint::remove_stale_temporaries(save, lock->note().empty());
+  if (!removed.empty()) out << describe_removed_temporaries(removed) << "\n";
+  return lock;
+}
+
+Checkpointer::Checkpointer(const CheckpointPlan& plan, const parallel::ParallelContext& pc, bool distributed_optimizer,
+                           std::ostream& out, std::unique_ptr<OutputLock> save_lock)
+    : plan_(plan),
+      pc_(pc),
+      ps_(*pc.state),
+      distributed_optimizer_(distributed_optimizer),
+      out_(out),
+      lock_(std::move(save_lock)) {}
+
+Checkpointer::~Checkpointer() = default;
+
+void Checkpointer::write_run_config(const nlohmann::json& config) const {
+  if (!plan_.save || ps_.rank() != 0) return;
+  std::filesystem::create_directories(*plan_.save);
+  AtomicFile file((std::filesystem::path(*plan_.save) / "run_config.json").string());
+  const std::string text = config.dump(2) + "\n";
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+void Checkpointer::save(const checkpoint::CheckpointState& state) {
+  const std::string& root = *plan_.save;
+  const bool async = plan_.async_save;
+  out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << state.iteration << " to "
+       << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
+  checkpoint::ShardWriter writer;
+  writer.shard = ps_.checkpoint_shard_name();
+  writer.model = ps_.dp_rank() == 0 && ps_.cp_rank() == 0;
+  writer.distributed_optimizer = distributed_optimizer_;
+  writer.dp_rank = ps_.dp_rank();
+  writer.dp_size = ps_.dp();
+  if (!async) {
+    checkpoint::save_checkpoint(root, state, writer, pc_);
+    committed(state.iteration);
+    return;
+  }
+  if (!async_saver_) async_saver_ = std::make_unique<checkpoint::AsyncCheckpointSaver>(pc_);
+  if (const auto done = async_saver_->start(root, state, writer)) committed(*done);  // the one before, first
+  out_ << "  [" << timestamp_now() << "] scheduled an async checkpoint save at iteration " << std::setw(7)
+       << state.iteration << " (host snapshot taken; training goes on while it is written)" << std::endl;
+}
+
+void Checkpointer::poll(bool blocking) {
+  if (!async_saver_) return;
+  if (const auto done = async_saver_->poll(blocking)) committed(*done);
+}
+
+void Checkpointer::committed(std::int64_t iteration) {
+  const std::string& root = *plan_.save;
+  if (on_commit_) on_commit_();
+  out_ << "  [" << timestamp_now() << "] successfully saved checkpoint from iteration " << std::setw(7) << iteration
+       << " to " << root << " [ t " << ps_.tp_rank() + 1 << "/" << ps_.tp() << ", p " << ps_.pp_rank() + 1 << "/"
+       << ps_.pp() << " ]" << std::endl;
+  // Retention only now: the new checkpoint is durable and the tracker names it.
+  const checkpoint::RetentionPolicy& policy = plan_.retention;
+  if (ps_.rank() != 0 || !policy.active()) return;
+  // Rank 0 alone, so a failure here must not throw (the other ranks would wait for it in their
+  // next collective): the checkpoints are safe, only the disk keeps more of them.
+  try {
+    for (const auto& folder : checkpoint::apply_retention(root, iteration, policy)) {
+      out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
+    }
+  } catch (const std::exception& e) {
+    out_ << "WARNING: " << e.what() << "; training goes on, older checkpoints stay" << std::endl;
+  }
+}
+
+std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& target) const {
+  if (!plan_.load) return std::nullopt;
+  const std::string& root = *plan_.load;
+  const auto tracker = checkpoint::read_tracker(root);
+  if (!tracker) {
+    out_ << "WARNING: could not find the metadata file " << root << "/" << checkpoint::kTrackerFile
+         << "\n    will not load any checkpoints and will start from random" << std::endl;
+    return std::nullopt;
+  }
+  const std::string folder = checkpoint::iteration_folder(root, *tracker);
+  out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
+  // The layout first: a checkpoint of another TP size or layer split is resharded on the fly.
+  const auto saved = checkpoint::read_layout(root, *tracker);
+  const parallel::PipelineLayout saved_split =
+      saved.config.is_null() ? target.layout : checkpoint::saved_pipeline_layout(saved.config, saved.pp);
+  // A checkpoint of another model is refused by its differences, before any reshard is tried.
+  const model::ModelConfig saved_model =
+      saved.config.is_null() ? target.model : checkpoint::saved_model_config(saved.config, folder);
+  refuse_another_model(target.model, saved_model, folder);
+  const bool reshard = saved.tp != ps_.tp() || !checkpoint::same_layer_split(saved_split, target.layout);
+  const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;
+  checkpoint::CheckpointState state;
+  if (reshard) {
+    out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
+         << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
+         << " virtual stages per pipeline rank) to " << ps_.tp() << " x " << ps_.pp() << " (" << target.layout.chunks
+         << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
+    const bool tied = !saved_model.untie_embeddings_and_output_weights;
+    const checkpoint::ReshardTarget to{target.params, target.layouts, ps_.tp_rank(), ps_.tp(), ps_.pp_rank(),
+                                       target.layout};
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied}, to, load_optimizer);
+  } else {
+    // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
+    state = checkpoint::load_checkpoint(root, *tracker, ps_.checkpoint_shard_name(), load_optimizer,
+                                        !plan_.finetune && plan_.load_rng, target.optimizer_pieces);
+  }
+  refuse_another_model(target.model, checkpoint::saved_model_config(state.config, folder), folder);
+  checkpoint::load_parameters(target.params, state.model, folder + "/" + ps_.checkpoint_shard_name());
+  return state;
+}
+
+}  // namespace megatron::train

@@ -1,0 +1,106 @@
+// One iteration of this rank's work (see step_runner.h).
+#include "megatron/train/step_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "megatron/core/check.h"
+#include "megatron/parallel/parallel_state.h"
+
+namespace megatron::train {
+
+StepRunner::StepRunner(StepModel model, StepSettings settings, const parallel::ParallelContext& pc)
+    : model_(std::move(model)), settings_(settings), pc_(pc) {}
+
+std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, bool training, std::int64_t iteration) {
+  const model::ForwardContext ctx = training
+                                        ? model::ForwardContext{true, model_.default_gen, model_.model_parallel_gen}
+                                        : model::ForwardContext{false, nullptr, nullptr};
+  const int microbatches = settings_.num_microbatches;
+  std::vector<MicroBatch> batches;
+  if (settings_.reads_data) {
+    for (int m = 0; m < microbatches; ++m) {
+      auto batch = reader->next();
+      MEGATRON_CHECK(batch.has_value(), "the ", training ? "training" : "evaluation", " data ran out at iteration ",
+                     iteration, "; this is a bug in the sample counts");
+      batches.push_back(std::move(*batch));
+    }
+  }
+  // The losses stay tensors (on the model's device) until the step is done: no host
+  // synchronisation per micro-batch.
+  at::Tensor loss_sum;
+  double tokens = 0.0;
+  const double loss_scale = training ? model_.optimizer->loss_scale() : 1.0;
+  parallel::PipelineSteps steps;
+  steps.forward = [&](int m, int c, const at::Tensor& input) {
+    model::GptModel& chunk = *model_.chunks[static_cast<std::size_t>(c)];
+    if (!chunk.pre_process()) chunk.set_input_tensor(input);
+    static const MicroBatch kNone{};
+    const MicroBatch& b = settings_.reads_data ? batches[static_cast<std::size_t>(m)] : kNone;
+    const at::Tensor out = chunk.forward(chunk.pre_process() ? b.tokens : at::Tensor(),
+                                         chunk.pre_process() ? b.position_ids : at::Tensor(), b.attention_mask,
+                                         chunk.post_process() ? b.labels : at::Tensor(), ctx);
+    if (!chunk.post_process()) return out;
+    const at::Tensor sum = (out * b.loss_mask).sum();
+    loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
+    tokens += b.loss_tokens;
+    // The backward scalar; times the loss scale with a scaler (fp16), which the optimizer divides out.
+    return (sum / std::max(1.0, b.loss_tokens)) * (loss_scale / microbatches);
+  };
+  if (training) {
+    steps.before_backward = [&](int m, int) { model_.ddp->set_last_microbatch(m == microbatches - 1); };
+    model_.executor->train(steps);
+  } else {
+    at::NoGradGuard no_grad;
+    model_.executor->forward_only(steps);
+  }
+  return {loss_sum, tokens};
+}
+
+double StepRunner::mean_over_dp(const at::Tensor& loss_sum, double tokens) const {
+  // On the host (the MPI communicator's tensors; one small copy per step); no micro-batches: zero.
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor sum = loss_sum.defined() ? loss_sum.detach().to(at::kCPU, at::kDouble) : at::zeros({}, options);
+  at::Tensor both = at::stack({sum, at::scalar_tensor(tokens, options)});
+  pc_.comm->all_reduce(both, parallel::ReduceOp::kSum, *pc_.dp_cp).wait();
+  const double* v = both.data_ptr<double>();
+  return v[0] / std::max(1.0, v[1]);
+}
+
+StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double lr, double wd) {
+  const parallel::ParallelState& ps = *pc_.state;
+  model_.ddp->zero_grad();
+  const auto [loss_sum, tokens] = run_microbatches(reader, true, iteration);
+  model_.ddp->finish_grad_sync();
+  parallel::allreduce_sequence_parallel_grads(*model_.ddp);
+  parallel::allreduce_shared_embedding_grads(*model_.ddp);
+  StepReport report;
+  // The loss exists on the last pipeline stage, which prints it.
+  if (ps.is_last_stage()) {
+    report.loss = mean_over_dp(loss_sum, tokens);
+    MEGATRON_CHECK(std::isfinite(report.loss), "iteration ", iteration, " on rank ", ps.rank(),
+                   ": the loss is not finite (", report.loss, "); stopping. Lower --lr or check the data");
+  }
+  const optim::StepResult step = model_.optimizer->step(lr, wd, settings_.clip_grad);
+  // Without a loss scaler an inf/NaN gradient cannot be skipped: stop and say so (with one, an
+  // overflow is the scaler's signal and the step was skipped).
+  MEGATRON_CHECK(step.skipped || std::isfinite(step.grad_norm), "iteration ", iteration, " on rank ", ps.rank(),
+                 ": the gradient norm is not finite; stopping",
+                 settings_.mixed_precision ? "" : " (mixed precision with --fp16 would skip it)");
+  report.skipped = step.skipped;
+  report.grad_norm = step.grad_norm;
+  return report;
+}
+
+double StepRunner::evaluate(BatchReader* reader, std::int64_t steps, std::int64_t iteration) {
+  at::Tensor loss_sum;
+  double tokens = 0.0;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto [sum, count] = run_microbatches(reader, false, iteration);
+    if (sum.defined()) loss_sum = loss_sum.defined() ? loss_sum + sum : sum;
+    tokens += count;
+  }
+  return pc_.state->is_last_stage() ? mean_over_dp(loss_sum, tokens) : 0.0;
+}
+
+}  // namespace megatron::train

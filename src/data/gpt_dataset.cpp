@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "megatron/core/check.h"
+#include "megatron/core/log.h"
 #include "megatron/data/gpt_indices.h"
 #include "megatron/data/md5.h"
 
@@ -140,7 +141,7 @@ void log_warning(const DatasetLog& log, const std::string& message) {
   if (log) {
     log(message);
   } else {
-    std::cerr << "WARNING: " << message << std::endl;
+    Log(std::cerr).warning(message);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/log.h"
 #include "megatron/core/strings.h"
 #include "megatron/data/indexed_dataset.h"
 #include "megatron/data/json_document.h"
@@ -371,10 +372,10 @@ PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const Preproce
         MEGATRON_CHECK(options.skip_invalid_lines, where, ": ", reason,
                        "; use --skip-invalid-lines to skip such lines");
         if (++stats.lines_skipped <= options.max_warnings) {
-          err << "WARNING: " << where << ": " << reason << "; line skipped" << std::endl;
+          const Log log(err);
+          log.warning(where + ": " + reason + "; line skipped");
           if (stats.lines_skipped == options.max_warnings) {
-            err << "WARNING: further invalid lines are skipped without a warning; the count follows at the end"
-                << std::endl;
+            log.warning("further invalid lines are skipped without a warning; the count follows at the end");
           }
         }
         continue;

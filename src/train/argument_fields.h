@@ -150,6 +150,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"log_memory_to_tensorboard", "--log-memory-to-tensorboard", K::kStoreTrue, "Write GPU memory statistics."}, l.log_memory_to_tensorboard);
   f(FieldSpec{"log_loss_scale_to_tensorboard", "--no-log-loss-scale-to-tensorboard", K::kStoreFalse, "Do not write the loss scale."}, l.log_loss_scale_to_tensorboard);
   f(FieldSpec{"log_world_size_to_tensorboard", "--log-world-size-to-tensorboard", K::kStoreTrue, "Write the world size."}, l.log_world_size_to_tensorboard);
+  f(FieldSpec{"logging_level", "--logging-level", K::kValue, "Python logging level of warnings and notes (10 DEBUG ... 50 CRITICAL); default MEGATRON_LOGGING_LEVEL, else 20."}, l.logging_level);
 
   auto& c = a.checkpoint;
   f(FieldSpec{"save", "--save", K::kValue, "Folder to save checkpoints to."}, c.save);

@@ -8,6 +8,7 @@
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/log.h"
 #include "megatron/parallel/parallel_state.h"
 #include "megatron/train/training_log.h"
 
@@ -26,7 +27,7 @@ void refuse_another_model(const model::ModelConfig& ours, const model::ModelConf
 
 std::unique_ptr<OutputLock> take_save_folder(const std::string& save, std::ostream& out) {
   auto lock = checkpoint::lock_save_folder(save);
-  if (!lock->note().empty()) out << "WARNING: " << lock->note() << "\n";
+  if (!lock->note().empty()) Log(out).warning(lock->note());
   const auto removed = checkpoint::remove_stale_temporaries(save, lock->note().empty());
   if (!removed.empty()) out << describe_removed_temporaries(removed) << "\n";
   return lock;
@@ -39,6 +40,7 @@ Checkpointer::Checkpointer(const CheckpointPlan& plan, const parallel::ParallelC
       ps_(*pc.state),
       distributed_optimizer_(distributed_optimizer),
       out_(out),
+      log_(out),
       lock_(std::move(save_lock)) {}
 
 Checkpointer::~Checkpointer() = default;
@@ -95,7 +97,7 @@ void Checkpointer::committed(std::int64_t iteration) {
       out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
     }
   } catch (const std::exception& e) {
-    out_ << "WARNING: " << e.what() << "; training goes on, older checkpoints stay" << std::endl;
+    log_.warning(std::string(e.what()) + "; training goes on, older checkpoints stay");
   }
 }
 
@@ -104,8 +106,8 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   const std::string& root = *plan_.load;
   const auto tracker = checkpoint::read_tracker(root);
   if (!tracker) {
-    out_ << "WARNING: could not find the metadata file " << root << "/" << checkpoint::kTrackerFile
-         << "\n    will not load any checkpoints and will start from random" << std::endl;
+    log_.warning("could not find the metadata file " + root + "/" + checkpoint::kTrackerFile +
+                 "\n    will not load any checkpoints and will start from random");
     return std::nullopt;
   }
   const std::string folder = checkpoint::iteration_folder(root, *tracker);

@@ -2,6 +2,9 @@
 // module configurations.
 #include "megatron/train/run_plan.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "megatron/core/check.h"
 #include "megatron/core/exit_signal.h"
 
@@ -198,6 +201,12 @@ RunPlan make_run_plan(const Arguments& args) {
   tb.memory = l.log_memory_to_tensorboard;
   tb.loss_scale = l.log_loss_scale_to_tensorboard;
   tb.world_size = l.log_world_size_to_tensorboard;
+  // Megatron's precedence: the flag, then the environment, then INFO. Any int is a level (Python's).
+  if (l.logging_level) {
+    plan.logging_level = static_cast<int>(std::clamp<std::int64_t>(*l.logging_level, INT_MIN, INT_MAX));
+  } else if (const auto level = log_level_from_environment()) {
+    plan.logging_level = *level;
+  }
 
   plan.argument_dump = format_argument_dump(args);
   plan.arguments = nlohmann::json::parse(to_json(args));

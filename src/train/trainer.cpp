@@ -12,6 +12,7 @@
 #include <ostream>
 
 #include "megatron/core/check.h"
+#include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/kernels/device.h"
 #include "megatron/optim/optimizer.h"
@@ -49,6 +50,7 @@ class Trainer {
         out_(comm.rank() == 0 ? out : null_),
         last_(comm.rank() == comm.world_size() - 1 ? out : null_),
         any_(out),
+        log_(out_),
         exit_policy_(plan.exit, ExitPolicy::Clock::now()) {}
   TrainingResult run(const std::vector<std::string>& startup_messages);
 
@@ -83,6 +85,7 @@ class Trainer {
   std::ostream& out_;   // rank 0's lines (Megatron's print_rank_0)
   std::ostream& last_;  // the last rank's lines (print_rank_last): iterations, validation
   std::ostream& any_;   // lines every rank prints
+  Log log_;             // rank 0's messages (warnings, notes), at the run's --logging-level
   ExitPolicy exit_policy_;  // installs the exit signal's handler first: a SIGTERM during a long load is a clean stop
   std::unique_ptr<OutputLock> save_lock_;  // rank 0, with --save
   std::unique_ptr<parallel::ParallelState> ps_;
@@ -116,7 +119,7 @@ class Trainer {
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
   comm_.set_timeout(std::chrono::minutes(plan_.distributed_timeout_minutes));
   if (plan_.checkpoint.save && comm_.rank() == 0) save_lock_ = take_save_folder(*plan_.checkpoint.save, out_);
-  for (const auto& line : startup_messages) out_ << line << "\n";
+  for (const auto& line : startup_messages) log_.line(line);
   out_ << plan_.argument_dump;
   out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
   tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
@@ -243,7 +246,7 @@ std::unique_ptr<IterationLogger> Trainer::make_logger() {
     last_ << "> setting tensorboard ..." << std::endl;
     writer = std::make_unique<TensorBoardWriter>(*tb.dir, tb.queue_size);
     if (tb.memory && device_.is_cpu()) {
-      last_ << "WARNING: --log-memory-to-tensorboard writes GPU memory statistics; this run is on the CPU" << std::endl;
+      Log(last_).warning("--log-memory-to-tensorboard writes GPU memory statistics; this run is on the CPU");
     }
   }
   LoggerSettings s;
@@ -407,6 +410,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
 TrainingResult run_training(const Arguments& args, parallel::Communicator& comm,
                             const std::vector<std::string>& startup_messages, std::ostream& out) {
   const RunPlan plan = make_run_plan(args);
+  set_log_level(plan.logging_level);
   Trainer trainer(plan, comm, out);
   return trainer.run(startup_messages);
 }

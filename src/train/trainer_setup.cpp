@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "megatron/core/check.h"
+#include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
 #include "trainer_parts.h"
@@ -70,8 +71,9 @@ data::GptDatasets build_run_datasets(const DataPlan& d, const tokenizer::Tokeniz
   out << "> building train, validation, and test datasets for GPT ..." << std::endl;
   data::GptDatasetConfig config = d.dataset;
   config.tokenizer = tokenizer_info(tokenizer_options, tok);
-  config.info = [&out](const std::string& line) { out << "INFO:megatron.core.datasets:" << line << "\n"; };
-  config.warning = [&out](const std::string& line) { out << "WARNING:megatron.core.datasets:" << line << "\n"; };
+  const auto log = std::make_shared<Log>(out);
+  config.info = [log](const std::string& line) { log->record(kLogInfo, "megatron.core.datasets", line); };
+  config.warning = [log](const std::string& line) { log->record(kLogWarning, "megatron.core.datasets", line); };
   if (remove_stale) out << remove_stale_cache_temporaries(paths, config);
   auto datasets = data::build_gpt_datasets(paths, samples, config);
   out << "> finished creating GPT datasets ..." << std::endl;

@@ -179,6 +179,9 @@ struct LoggingArgs {
   bool log_memory_to_tensorboard = false;      // GPU runs: the caching allocator's statistics
   bool log_loss_scale_to_tensorboard = true;   // --no-log-loss-scale-to-tensorboard
   bool log_world_size_to_tensorboard = false;
+  // Python's logging level for messages (warnings, notes, INFO:megatron... lines); else
+  // MEGATRON_LOGGING_LEVEL, else INFO (20).
+  std::optional<std::int64_t> logging_level;
   bool operator==(const LoggingArgs&) const = default;
 };
 

@@ -15,6 +15,7 @@
 
 #include "megatron/checkpoint/async_saver.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/model/model_config.h"
 #include "megatron/parallel/parallel_context.h"
@@ -72,6 +73,7 @@ class Checkpointer {
   const parallel::ParallelState& ps_;
   bool distributed_optimizer_;
   std::ostream& out_;
+  Log log_;  // warnings, to out_
   std::unique_ptr<OutputLock> lock_;
   std::unique_ptr<checkpoint::AsyncCheckpointSaver> async_saver_;
   std::function<void()> on_commit_;

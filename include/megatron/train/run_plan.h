@@ -14,6 +14,7 @@
 #include <string>
 
 #include "megatron/checkpoint/async_saver.h"
+#include "megatron/core/log.h"
 #include "megatron/data/data_sampler.h"
 #include "megatron/data/dataset_builder.h"
 #include "megatron/model/model_config.h"
@@ -106,6 +107,7 @@ struct RunPlan {
   ExitPlan exit;
   CheckpointPlan checkpoint;
   TensorBoardPlan tensorboard;
+  int logging_level = kLogInfo;  // --logging-level, else MEGATRON_LOGGING_LEVEL (Python's numbers)
   std::string argument_dump;  // Megatron's "------------------------ arguments ---..." block
   nlohmann::json arguments;   // the resolved flags under Megatron's names, saved with checkpoints
 };

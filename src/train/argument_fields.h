@@ -121,7 +121,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"mock_data", "--mock-data", K::kStoreTrue, "Train on generated mock data."}, d.mock_data);
   f(FieldSpec{"data_cache_path", "--data-cache-path", K::kValue, "Folder for the dataset index caches."}, d.data_cache_path);
   f(FieldSpec{"dataloader_type", "--dataloader-type", K::kValue, "single in this build."}, d.dataloader_type);
-  f(FieldSpec{"num_workers", "--num-workers", K::kValue, "Micro-batches read ahead on a background thread, 2 per worker; 0 reads them on the training thread."}, d.num_workers);
+  f(FieldSpec{"num_workers", "--num-workers", K::kValue, "GPU ranks: micro-batches read ahead on a background thread, 2 per worker; 0 reads them on the training thread. CPU ranks read on the training thread (a thread would take cores from the computation)."}, d.num_workers);
   f(FieldSpec{"num_dataset_builder_threads", "--num-dataset-builder-threads", K::kValue, "Threads building dataset indices."}, d.num_dataset_builder_threads);
   f(FieldSpec{"mid_level_dataset_surplus", "--mid-level-dataset-surplus", K::kValue, "Extra samples built per blended dataset."}, d.mid_level_dataset_surplus);
   f(FieldSpec{"reset_position_ids", "--reset-position-ids", K::kStoreTrue, "Restart position ids after each end-of-document token."}, d.reset_position_ids);

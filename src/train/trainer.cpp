@@ -310,10 +310,12 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
   return state;
 }
 
-// --num-workers N: a thread keeps 2N micro-batches ready (PyTorch's DataLoader prefetches two per
-// worker); 0 reads them on the training thread, as a DataLoader without workers does.
+// --num-workers N on a GPU rank: a thread keeps 2N micro-batches ready (PyTorch's DataLoader
+// prefetches two per worker) while the GPU computes; 0 reads them on the training thread, as a
+// DataLoader without workers does. CPU ranks read on the training thread (see LoopPlan::prefetch).
 BatchReaderOptions Trainer::reader_options() const {
-  return BatchReaderOptions{plan_.loop.micro_batch_size, ps_->dp_rank(), ps_->dp(), plan_.loop.prefetch, device_};
+  const int prefetch = device_.is_cuda() ? plan_.loop.prefetch : 0;
+  return BatchReaderOptions{plan_.loop.micro_batch_size, ps_->dp_rank(), ps_->dp(), prefetch, device_};
 }
 
 Progress Trainer::progress() const {

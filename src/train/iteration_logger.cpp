@@ -60,7 +60,6 @@ void IterationLogger::print_iteration_line(bool regular, const Progress& now) {
   f.loss_scale = now.loss_scale;
   if (settings_.show_grad_norm) f.grad_norm = last_grad_norm_;
   f.skipped_iterations = skipped_;
-  f.nan_iterations = nan_;
   out_ << format_iteration_line(f) << std::endl;
   if (!regular) return;
   // Megatron writes the timers at the regular log points.
@@ -69,7 +68,7 @@ void IterationLogger::print_iteration_line(bool regular, const Progress& now) {
     if (f.tflops_per_gpu) tensorboard_->add_scalar("throughput", *f.tflops_per_gpu, now.iteration);
   }
   loss_sum_ = 0.0;
-  iterations_ = advanced_ = skipped_ = nan_ = 0;
+  iterations_ = advanced_ = skipped_ = 0;
   interval_start_ = Clock::now();
 }
 

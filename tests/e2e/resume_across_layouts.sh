@@ -11,13 +11,12 @@
 # split says that it reshards.
 set -uo pipefail
 
-DP_FLAGS="--sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000"
-# case -> "source-layout ranks TP [flags]"
+# case -> "source-layout ranks TP [flags]"; the flags "=" are the source layout's own.
 declare -A RESUME=(
-  [tp2_dp2_same_layout]="tp2_dp2_sp_distopt_overlap 4 2 $DP_FLAGS"
-  [tp2_dp2_at_dp1]="tp2_dp2_sp_distopt_overlap 2 2 $DP_FLAGS"
+  [tp2_dp2_same_layout]="tp2_dp2_sp_distopt_overlap 4 2 ="
+  [tp2_dp2_at_dp1]="tp2_dp2_sp_distopt_overlap 2 2 ="
   [tp2_dp2_at_tp1]="tp2_dp2_sp_distopt_overlap 1 1"
-  [tp2_pp2_same_layout]="tp2_pp2 4 2 --pipeline-model-parallel-size 2"
+  [tp2_pp2_same_layout]="tp2_pp2 4 2 ="
   [tp2_pp2_at_tp1_pp1]="tp2_pp2 1 1"
   [tp2_pp2_at_tp4_pp1]="tp2_pp2 4 4"
   [tp2_pp2_at_tp1_pp4]="tp2_pp2 4 1 --pipeline-model-parallel-size 4"
@@ -37,6 +36,7 @@ source "$(dirname "$0")/mpi_lib.sh"
 
 read -r source np tp extra <<<"${RESUME[$CASE]} "
 read -r source_np source_tp source_layers source_extra <<<"$(bash "$(dirname "$0")/layouts_match_single_process.sh" --describe "$source") "
+if [[ ${extra// /} == "=" ]]; then extra=$source_extra; fi
 source_pp=$(grep -o 'pipeline-model-parallel-size [0-9]*' <<<"$source_extra" | cut -d' ' -f2)
 saved=$LAYOUT_REFERENCES/$source.ckpt
 straight=$(shared_log "$source") || exit 1

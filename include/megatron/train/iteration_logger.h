@@ -75,8 +75,7 @@ class IterationLogger {
   double loss_sum_ = 0.0;
   std::int64_t iterations_ = 0;
   std::int64_t advanced_ = 0;  // of which not skipped: their losses are averaged
-  std::int64_t skipped_ = 0;
-  std::int64_t nan_ = 0;
+  std::int64_t skipped_ = 0;  // Megatron's NaN count stays 0: a non-finite loss stops the run
   double last_grad_norm_ = 0.0;
   Clock::time_point interval_start_;
 };

@@ -1,6 +1,8 @@
 // ATen-facing bias + GeLU and SwiGLU: validation, output allocation, the current stream, the fp32
 // bias-gradient reduction, and the plain ATen references (the path of CPU tensors and of builds
-// without the CUDA kernels).
+// without the CUDA kernels). fp32 GeLU off the kernel path (CPU ranks) takes ATen's fused tanh
+// GeLU and its backward, the same formula (Megatron's constants are sqrt(2/pi) and 0.044715 to
+// fp32 precision) in one pass instead of about ten.
 #include "megatron/kernels/aten/activation_ops.h"
 
 #include "checks.h"
@@ -51,10 +53,19 @@ at::Tensor bias_grad(const at::Tensor& grad_input, const at::Tensor& bias) {
   return grad_input.reshape({-1, bias.size(0)}).sum({0}, /*keepdim=*/false, at::kFloat).to(bias.scalar_type());
 }
 
+bool fused_aten_gelu(const at::Tensor& x, const at::Tensor& bias) {
+  return x.scalar_type() == at::kFloat && (!bias.defined() || bias.scalar_type() == at::kFloat);
+}
+
 }  // namespace
 
 at::Tensor bias_gelu_fwd(const at::Tensor& x, const at::Tensor& bias) {
-  if (!aten_detail::on_kernel_path(x)) return bias_gelu_reference(x, bias);
+  if (!aten_detail::on_kernel_path(x)) {
+    if (!fused_aten_gelu(x, bias)) return bias_gelu_reference(x, bias);
+    if (!bias.defined()) return at::gelu(x, "tanh");
+    at::Tensor y = x + bias;
+    return at::gelu_(y, "tanh");
+  }
 #if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("bias_gelu_fwd", x, bias, false);
   const c10::cuda::CUDAGuard guard(x.device());
@@ -69,7 +80,15 @@ at::Tensor bias_gelu_fwd(const at::Tensor& x, const at::Tensor& bias) {
 }
 
 ActivationGrads bias_gelu_bwd(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& bias) {
-  if (!aten_detail::on_kernel_path(x)) return bias_gelu_bwd_reference(grad_out, x, bias);
+  if (!aten_detail::on_kernel_path(x)) {
+    if (!fused_aten_gelu(x, bias) || grad_out.scalar_type() != at::kFloat) {
+      return bias_gelu_bwd_reference(grad_out, x, bias);
+    }
+    ActivationGrads g;
+    g.grad_input = at::gelu_backward(grad_out, bias.defined() ? x + bias : x, "tanh");
+    g.grad_bias = bias_grad(g.grad_input, bias);
+    return g;
+  }
 #if MEGATRON_CUDA_KERNELS
   const int64_t width = check_inputs("bias_gelu_bwd", x, bias, false);
   check_grad_out("bias_gelu_bwd", grad_out, x, width);

@@ -155,7 +155,9 @@ void multi_tensor_adamw_reference_(const AdamWLists& lists, const AdamWHyperpara
   if (lists.params.empty()) return;
   const at::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;  // scaled, fp32
-  for (const at::Tensor& g : lists.grads) grads.push_back(g.to(at::kFloat).mul(hyper.grad_scale));
+  for (const at::Tensor& g : lists.grads) {
+    grads.push_back(hyper.grad_scale == 1.0 ? g.to(at::kFloat) : g.to(at::kFloat).mul(hyper.grad_scale));
+  }
   if (found_inf.defined()) {
     check_found_inf(found_inf, lists.params[0], false);
     for (const at::Tensor& g : grads) {

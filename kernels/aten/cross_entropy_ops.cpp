@@ -1,6 +1,10 @@
 // ATen entries and references for cross entropy from logits (cross_entropy_ops.h): validate,
 // flatten to [rows, vocab_shard], allocate the fp32 per-row outputs, take the current stream and
-// launch the kernels in cross_entropy.cu; CPU tensors and other dtypes use the ATen reference.
+// launch the kernels in cross_entropy.cu. CPU tensors and other dtypes take the "ATen path": the
+// reference's arithmetic through ATen's fused row kernels (max, log_softmax), so that each step
+// touches the [rows, vocab] logits in as few passes as ATen allows: on CPU ranks the logits are
+// the largest activation and each pass over them is memory-bound. The references stay plain and
+// are what the kernels and the ATen path are tested against.
 // The shard pack/combine is plain ATen on [rows, 2*tp + 1] tensors.
 #include "megatron/kernels/aten/cross_entropy_ops.h"
 
@@ -43,9 +47,61 @@ Flat flatten(const at::Tensor& logits, const at::Tensor& target) {
 
 bool use_kernel(const at::Tensor& logits) { return aten_detail::on_kernel_path(logits); }
 
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// x [rows, vocab_shard] fp32 -> the target's logit where this shard owns it (and it is not
+// ignored), else 0.
+at::Tensor target_logit(const Flat& f, const at::Tensor& x, int64_t vocab_start, int64_t ignore_index) {
+  const int64_t vocab = x.size(1);
+  const at::Tensor local = f.target - vocab_start;
+  const at::Tensor owned = (f.target != ignore_index) & (local >= 0) & (local < vocab);
+  const at::Tensor picked = x.gather(1, local.clamp(0, vocab - 1).unsqueeze(1)).squeeze(1);
+  return at::where(owned, picked, at::zeros_like(picked));
+}
+
+// Per-shard stats of the whole vocabulary -> the loss (0 where ignored).
+CrossEntropyResult loss_from(const CrossEntropyStats& s, const at::Tensor& target, int64_t ignore_index) {
+  const at::Tensor loss = s.sum_exp.log() + s.max - s.target_logit;
+  return {at::where(target == ignore_index, at::zeros_like(loss), loss), s.max, s.sum_exp};
+}
+
+// Two passes over the logits, each a vectorised ATen row kernel: the row max, then the fused
+// log_softmax; log(sum_exp) = x_j - log_softmax_j - max at any column j (the clamped target's).
+CrossEntropyStats aten_path_stats(const Flat& f, const at::Tensor& target_shape, int64_t vocab_start,
+                                  int64_t ignore_index) {
+  const at::Tensor x = f.logits.to(at::kFloat);
+  const at::Tensor max = x.amax(1);
+  const at::Tensor column = (f.target - vocab_start).clamp(0, x.size(1) - 1).unsqueeze(1);
+  const at::Tensor log_probs = at::_log_softmax(x, 1, /*half_to_float=*/false);
+  const at::Tensor log_sum = (x.gather(1, column) - log_probs.gather(1, column)).squeeze(1) - max;
+  // A row of -inf logits has sum 0 (as in the kernel); its log_softmax is nan.
+  const at::Tensor sum_exp = at::where(max == kNegInf, at::zeros_like(max), log_sum.exp());
+  const auto shape = target_shape.sizes();
+  return {max.view(shape), sum_exp.view(shape), target_logit(f, x, vocab_start, ignore_index).view(shape)};
+}
+
+// (softmax - onehot) * w with w = grad_loss where the target is not ignored. For w >= 0 (any
+// mean or masked sum of the loss) the weight goes into the exponent, exp(x - (M + log S - log w)),
+// w = 0 giving exp(-inf) = 0: one subtraction and one in-place exp over the logits. Other weights
+// take one more pass to multiply.
+at::Tensor aten_path_backward(const at::Tensor& grad_loss, const Flat& f, const at::Tensor& logits,
+                              const at::Tensor& m, const at::Tensor& s, int64_t vocab_start, int64_t ignore_index) {
+  const int64_t vocab = f.logits.size(1);
+  const at::Tensor keep = (f.target != ignore_index).to(at::kFloat);
+  const at::Tensor w = grad_loss.to(at::kFloat).expand(logits.sizes().slice(0, logits.dim() - 1)).reshape({-1}) * keep;
+  const at::Tensor log_norm = m + s.log();
+  const bool fold = w.numel() == 0 || w.min().item<float>() >= 0.0f;
+  at::Tensor grad = at::sub(f.logits.to(at::kFloat), (fold ? log_norm - w.log() : log_norm).unsqueeze(1)).exp_();
+  if (!fold) grad.mul_(w.unsqueeze(1));
+  const at::Tensor local = f.target - vocab_start;
+  const at::Tensor owned = ((local >= 0) & (local < vocab)).to(at::kFloat);
+  grad.scatter_add_(1, local.clamp(0, vocab - 1).unsqueeze(1), (-owned * w).unsqueeze(1));
+  return grad.to(logits.scalar_type()).view(logits.sizes());
+}
+
 [[maybe_unused]] at::Tensor per_row(const Flat& f) { return at::empty({f.target.size(0)}, f.target.options().dtype(at::kFloat)); }
 
-[[maybe_unused]] at::Tensor checked_row_stat(const at::Tensor& t, const Flat& f, const char* name) {
+at::Tensor checked_row_stat(const at::Tensor& t, const Flat& f, const char* name) {
   MEGATRON_CHECK(t.defined() && t.numel() == f.target.numel(), "cross entropy backward: ", name, " has ",
                  t.defined() ? t.numel() : 0, " elements, expected one per row (", f.target.numel(), ")");
   MEGATRON_CHECK(t.device() == f.logits.device(), "cross entropy backward: ", name, " on ", t.device(),
@@ -92,21 +148,15 @@ CrossEntropyStats cross_entropy_shard_stats_reference(const at::Tensor& logits, 
   const at::Tensor x = f.logits.to(at::kFloat);
   const at::Tensor max = std::get<0>(x.max(1));
   // A row of -inf logits has max -inf and sum 0 (as in the kernel), not exp(-inf - -inf) = nan.
-  const at::Tensor shift = at::where(max == -std::numeric_limits<float>::infinity(), at::zeros_like(max), max);
+  const at::Tensor shift = at::where(max == kNegInf, at::zeros_like(max), max);
   const at::Tensor sum_exp = (x - shift.unsqueeze(1)).exp_().sum(1);  // one [rows, vocab] temporary
-  const at::Tensor local = f.target - vocab_start;
-  const at::Tensor owned = (f.target != ignore_index) & (local >= 0) & (local < vocab);
-  const at::Tensor picked = x.gather(1, local.clamp(0, vocab - 1).unsqueeze(1)).squeeze(1);
-  const at::Tensor target_logit = at::where(owned, picked, at::zeros_like(picked));
   const auto shape = target.sizes();
-  return {max.view(shape), sum_exp.view(shape), target_logit.view(shape)};
+  return {max.view(shape), sum_exp.view(shape), target_logit(f, x, vocab_start, ignore_index).view(shape)};
 }
 
 CrossEntropyResult cross_entropy_forward_reference(const at::Tensor& logits, const at::Tensor& target,
                                                    int64_t ignore_index) {
-  const CrossEntropyStats s = cross_entropy_shard_stats_reference(logits, target, 0, ignore_index);
-  const at::Tensor loss = s.sum_exp.log() + s.max - s.target_logit;
-  return {at::where(target == ignore_index, at::zeros_like(loss), loss), s.max, s.sum_exp};
+  return loss_from(cross_entropy_shard_stats_reference(logits, target, 0, ignore_index), target, ignore_index);
 }
 
 at::Tensor cross_entropy_backward_reference(const at::Tensor& grad_loss, const at::Tensor& logits,
@@ -132,13 +182,13 @@ at::Tensor cross_entropy_backward_reference(const at::Tensor& grad_loss, const a
 CrossEntropyStats cross_entropy_shard_stats(const at::Tensor& logits, const at::Tensor& target, int64_t vocab_start,
                                             int64_t ignore_index) {
   const Flat f = flatten(logits, target);
-  if (!use_kernel(f.logits)) return cross_entropy_shard_stats_reference(logits, target, vocab_start, ignore_index);
+  if (!use_kernel(f.logits)) return aten_path_stats(f, target, vocab_start, ignore_index);
   return launch_stats(f, target, vocab_start, ignore_index, nullptr);
 }
 
 CrossEntropyResult cross_entropy_forward(const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index) {
   const Flat f = flatten(logits, target);
-  if (!use_kernel(f.logits)) return cross_entropy_forward_reference(logits, target, ignore_index);
+  if (!use_kernel(f.logits)) return loss_from(aten_path_stats(f, target, 0, ignore_index), target, ignore_index);
   at::Tensor loss;
   const CrossEntropyStats s = launch_stats(f, target, 0, ignore_index, &loss);
   return {loss, s.max, s.sum_exp};
@@ -166,7 +216,7 @@ CrossEntropyResult cross_entropy_combine_packed(const at::Tensor& packed, const 
   const at::Tensor sums = pieces.select(2, 1);
   const at::Tensor max = std::get<0>(maxes.max(1));
   // A shard whose max is -inf contributes nothing (its sum is 0); avoid exp(-inf - -inf) = nan.
-  const at::Tensor scale = at::where(maxes == -std::numeric_limits<float>::infinity(), at::zeros_like(maxes),
+  const at::Tensor scale = at::where(maxes == kNegInf, at::zeros_like(maxes),
                                      (maxes - max.unsqueeze(1)).exp());
   const at::Tensor sum_exp = (sums * scale).sum(1);
   const at::Tensor loss = sum_exp.log() + max - p.select(1, 2 * tp_size);
@@ -180,7 +230,8 @@ at::Tensor cross_entropy_backward(const at::Tensor& grad_loss, const at::Tensor&
                                   int64_t ignore_index) {
   const Flat f = flatten(logits, target);
   if (!use_kernel(f.logits)) {
-    return cross_entropy_backward_reference(grad_loss, logits, target, max, sum_exp, vocab_start, ignore_index);
+    return aten_path_backward(grad_loss, f, logits, checked_row_stat(max, f, "max"),
+                              checked_row_stat(sum_exp, f, "sum_exp"), vocab_start, ignore_index);
   }
 #if MEGATRON_CUDA_KERNELS
   MEGATRON_CHECK(grad_loss.defined() && grad_loss.device() == f.logits.device(),

@@ -1,7 +1,11 @@
 // ATen-facing LayerNorm / RMSNorm: validation, output allocation, the current stream, and the
 // fallback to the plain references (also defined here) for CPU tensors, builds without the CUDA
-// kernels and hidden sizes the kernels do not handle.
+// kernels and hidden sizes the kernels do not handle. An fp32 LayerNorm off the kernel path (CPU
+// ranks) takes ATen's fused native_layer_norm instead of the reference: one pass over the rows
+// each way instead of about ten.
 #include "megatron/kernels/aten/norm_ops.h"
+
+#include <vector>
 
 #include "checks.h"
 #include "megatron/core/check.h"
@@ -83,9 +87,42 @@ NormGrads norm_bwd_reference(NormKind kind, const at::Tensor& grad_out, const at
   return out;
 }
 
+bool fused_aten_layer_norm(NormKind kind, const at::Tensor& x, const at::Tensor& weight) {
+  return kind == NormKind::kLayerNorm && x.scalar_type() == at::kFloat && weight.scalar_type() == at::kFloat;
+}
+
+std::vector<int64_t> stats_shape(const at::Tensor& x) {  // native_layer_norm's [..., 1]
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = 1;
+  return shape;
+}
+
+NormOutputs aten_layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                            const at::Tensor& residual) {
+  const at::Tensor sum = residual.defined() ? x + residual : x;
+  auto [out, mean, rstd] = at::native_layer_norm(sum, {x.size(-1)}, weight, bias, eps);
+  return {out, residual.defined() ? sum : at::Tensor(), mean.reshape({-1}), rstd.reshape({-1})};
+}
+
+NormGrads aten_layer_norm_bwd(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& mean, const at::Tensor& rstd, bool has_bias,
+                              const at::Tensor& grad_residual_out) {
+  const std::vector<int64_t> shape = stats_shape(input);
+  // The bias itself is not needed: ATen reads it only for the shape and dtype of its gradient,
+  // which are the weight's.
+  auto [dx, dw, db] = at::native_layer_norm_backward(grad_out, input, {input.size(-1)}, mean.view(shape),
+                                                     rstd.view(shape), weight, has_bias ? weight : at::Tensor(),
+                                                     {true, true, has_bias});
+  if (grad_residual_out.defined()) dx.add_(grad_residual_out);
+  return {dx, dw, db};
+}
+
 NormOutputs norm_fwd_entry(NormKind kind, const char* op, const at::Tensor& x, const at::Tensor& weight,
                            const at::Tensor& bias, double eps, const at::Tensor& residual) {
-  if (!aten_detail::on_kernel_path(x)) return norm_reference(kind, x, weight, bias, eps, residual);
+  if (!aten_detail::on_kernel_path(x)) {
+    return fused_aten_layer_norm(kind, x, weight) ? aten_layer_norm(x, weight, bias, eps, residual)
+                                                  : norm_reference(kind, x, weight, bias, eps, residual);
+  }
 #if MEGATRON_CUDA_KERNELS
   check_x(op, x);
   const int64_t hidden = x.size(-1);
@@ -131,7 +168,9 @@ NormGrads norm_bwd_entry(NormKind kind, const char* op, const at::Tensor& grad_o
                          const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& rstd, bool has_bias,
                          const at::Tensor& grad_residual_out) {
   if (!aten_detail::on_kernel_path(input)) {
-    return norm_bwd_reference(kind, grad_out, input, weight, mean, rstd, has_bias, grad_residual_out);
+    return fused_aten_layer_norm(kind, input, weight)
+               ? aten_layer_norm_bwd(grad_out, input, weight, mean, rstd, has_bias, grad_residual_out)
+               : norm_bwd_reference(kind, grad_out, input, weight, mean, rstd, has_bias, grad_residual_out);
   }
 #if MEGATRON_CUDA_KERNELS
   check_x(op, input);

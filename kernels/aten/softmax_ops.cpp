@@ -1,6 +1,8 @@
 // ATen entries and references for the scaled causal masked softmax (softmax_ops.h): validate,
 // allocate, take the current stream, launch the kernel in causal_softmax.cu; CPU tensors and
-// other dtypes go through the ATen reference.
+// other dtypes go through ATen: fp32 through its fused row softmax and softmax backward (three
+// passes forward and two backward over the scores instead of four and five), the rest through
+// the reference.
 #include "megatron/kernels/aten/softmax_ops.h"
 
 #include <limits>
@@ -50,7 +52,12 @@ at::Tensor causal_softmax_backward_reference(const at::Tensor& dy, const at::Ten
 
 at::Tensor causal_softmax_forward(const at::Tensor& x, double scale) {
   check_scores(x, "x");
-  if (!aten_detail::on_kernel_path(x)) return causal_softmax_forward_reference(x, scale);
+  if (!aten_detail::on_kernel_path(x)) {
+    if (x.scalar_type() != at::kFloat) return causal_softmax_forward_reference(x, scale);
+    const at::Tensor scores = at::mul(x, scale).masked_fill_(causal_mask(x.size(1), x.device()),
+                                                             -std::numeric_limits<float>::infinity());
+    return at::_softmax(scores, -1, /*half_to_float=*/false);
+  }
 #if MEGATRON_CUDA_KERNELS
   const auto dtype = kernel_dtype(x.scalar_type());
   const c10::cuda::CUDAGuard guard(x.device());
@@ -79,7 +86,10 @@ at::Tensor causal_softmax_backward(const at::Tensor& dy, const at::Tensor& y, do
                  " but dy is ", dy.scalar_type());
   MEGATRON_CHECK(y.device() == dy.device(), "causal softmax backward: y on ", y.device(), " but dy on ",
                  dy.device());
-  if (!aten_detail::on_kernel_path(dy)) return causal_softmax_backward_reference(dy, y, scale);
+  if (!aten_detail::on_kernel_path(dy)) {
+    if (dy.scalar_type() != at::kFloat) return causal_softmax_backward_reference(dy, y, scale);
+    return at::_softmax_backward_data(dy, y, -1, at::kFloat).mul_(scale);
+  }
 #if MEGATRON_CUDA_KERNELS
   const auto dtype = kernel_dtype(dy.scalar_type());
   const c10::cuda::CUDAGuard guard(dy.device());

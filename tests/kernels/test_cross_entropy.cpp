@@ -1,7 +1,8 @@
 // Cross entropy from logits: the CUDA kernels against the ATen reference and autograd through
 // fp32 over odd and tail vocabularies, every dtype, ignored rows, strided logits, and the
 // vocab-parallel pack / all-reduce-sum / combine path over 2-4 shards (GPU, skipped without one);
-// the references against at::log_softmax + nll_loss and the shard combine arithmetic (CPU).
+// the references and the CPU entries (ATen's fused row kernels) against at::log_softmax +
+// nll_loss and the shard combine arithmetic (CPU).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -64,10 +65,47 @@ TEST(CrossEntropyReference, MatchesLogSoftmaxNllAndAutogradOnCpu) {
     EXPECT_TRUE(at::allclose(r.loss, loss_ref, 1e-5, 1e-5)) << vocab;
     const at::Tensor grad = cross_entropy_backward_reference(grad_loss, logits, target, r.max, r.sum_exp);
     EXPECT_TRUE(at::allclose(grad, grad_ref, 1e-5, 1e-6)) << vocab;
-    // The CPU entries are the reference.
-    EXPECT_TRUE(at::equal(cross_entropy_forward(logits, target).loss, r.loss));
-    EXPECT_TRUE(at::equal(cross_entropy_backward(grad_loss, logits, target, r.max, r.sum_exp), grad));
   }
+}
+
+// The CPU entries take ATen's fused row kernels: the same values as the reference to fp32
+// rounding, for signed weights (multiplied) and non-negative ones with zeros (folded into the
+// exponent), whole and over shards.
+TEST(CrossEntropyAtenPath, MatchesAutogradTruthOnCpu) {
+  at::manual_seed(4);
+  for (int64_t vocab : {1, 7, 97, 1025, 50304}) {
+    const at::Tensor logits = at::randn({3, 11, vocab}) * 4;
+    const at::Tensor target = make_target(33, vocab, at::TensorOptions()).view({3, 11});
+    at::Tensor masked_mean = at::full({3, 11}, 1.0 / 33);
+    masked_mean.select(1, 2).zero_();  // a loss mask
+    for (const at::Tensor& grad_loss : {at::randn({3, 11}), masked_mean}) {
+      const auto [loss_ref, grad_ref] = autograd_reference(logits.view({33, vocab}), target.view({33}),
+                                                           grad_loss.reshape({33}));
+      const CrossEntropyResult r = cross_entropy_forward(logits, target);
+      ASSERT_EQ(r.loss.sizes(), target.sizes());
+      EXPECT_TRUE(at::allclose(r.loss.view({33}), loss_ref, 1e-5, 1e-5)) << vocab;
+      const CrossEntropyResult ref = cross_entropy_forward_reference(logits, target);
+      EXPECT_TRUE(at::equal(r.max, ref.max)) << vocab;
+      EXPECT_TRUE(at::allclose(r.sum_exp, ref.sum_exp, 1e-5, 1e-6)) << vocab;
+      const at::Tensor grad = cross_entropy_backward(grad_loss, logits, target, r.max, r.sum_exp);
+      ASSERT_EQ(grad.sizes(), logits.sizes());
+      EXPECT_TRUE(at::allclose(grad.view({33, vocab}), grad_ref, 1e-5, 1e-6)) << vocab;
+      if (grad_loss.select(1, 2).abs().max().item<float>() == 0.0f) {
+        EXPECT_EQ(grad.select(1, 2).abs().max().item<float>(), 0.0f) << "a masked row has no gradient, V=" << vocab;
+      }
+    }
+  }
+  // Two shards through the pack/combine, each backward on its own slice.
+  const at::Tensor logits = at::randn({24, 1000}) * 5;
+  const at::Tensor target = make_target(24, 1000, at::TensorOptions());
+  const at::Tensor grad_loss = at::rand({24});
+  const auto [loss_ref, grad_ref] = autograd_reference(logits, target, grad_loss);
+  const CrossEntropyResult r = sharded_forward(logits, target, {0, 400, 1000}, /*use_reference=*/false);
+  EXPECT_TRUE(at::allclose(r.loss, loss_ref, 1e-5, 1e-5));
+  const at::Tensor grad = at::cat({cross_entropy_backward(grad_loss, logits.narrow(1, 0, 400), target, r.max, r.sum_exp, 0),
+                                   cross_entropy_backward(grad_loss, logits.narrow(1, 400, 600), target, r.max, r.sum_exp, 400)},
+                                  1);
+  EXPECT_TRUE(at::allclose(grad, grad_ref, 1e-5, 1e-6));
 }
 
 TEST(CrossEntropyReference, ShardCombineEqualsUnshardedOnCpu) {

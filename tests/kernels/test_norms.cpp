@@ -280,8 +280,36 @@ TEST(NormReference, LowPrecisionReferenceRoundsTheFp32Result) {
   EXPECT_TRUE(at::allclose(r.out.to(at::kFloat), expected, 1e-2, 1e-2));
 }
 
-TEST(NormReference, EntriesRunTheReferenceOnCpuTensors) {
-  const at::Tensor x = at::randn({2, 8}), w = at::randn({8}), b = at::randn({8});
-  EXPECT_TRUE(at::equal(ka::layer_norm_fwd(x, w, b, kEps).out, ka::layer_norm_reference(x, w, b, kEps).out));
+// fp32 LayerNorm on CPU takes ATen's fused native_layer_norm; it must give what the reference
+// and autograd give, with and without residual and bias. RMSNorm and other dtypes run the
+// reference itself.
+TEST(NormCpuEntries, LayerNormMatchesReferenceAndAutograd) {
+  at::manual_seed(6);
+  for (const bool residual : {false, true}) {
+    for (const bool bias : {false, true}) {
+      const Inputs in = make_inputs(3 * 7, 130, at::kFloat, at::kCPU, residual, bias);
+      const Truth t = truth(false, in);
+      const ka::NormOutputs f = ka::layer_norm_fwd(in.x, in.weight, in.bias, kEps, in.residual);
+      const ka::NormOutputs r = ka::layer_norm_reference(in.x, in.weight, in.bias, kEps, in.residual);
+      EXPECT_TRUE(at::allclose(f.out, r.out, 1e-5, 1e-5)) << (f.out - r.out).abs().max().item<double>();
+      EXPECT_TRUE(at::allclose(f.mean, r.mean, 1e-5, 1e-6));
+      EXPECT_TRUE(at::allclose(f.rstd, r.rstd, 1e-5, 1e-6));
+      EXPECT_EQ(f.mean.sizes(), r.mean.sizes());
+      EXPECT_EQ(f.residual_out.defined(), residual);
+      if (residual) {
+        EXPECT_TRUE(at::equal(f.residual_out, r.residual_out));
+      }
+      const ka::NormGrads g = ka::layer_norm_bwd(in.grad_out, residual ? f.residual_out : in.x, in.weight, f.mean,
+                                                 f.rstd, bias, in.grad_residual);
+      EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-4, 1e-5))
+          << (g.grad_input - t.grad_input).abs().max().item<double>();
+      EXPECT_TRUE(at::allclose(g.grad_weight, t.grad_weight, 1e-4, 1e-4));
+      EXPECT_EQ(g.grad_bias.defined(), bias);
+      if (bias) {
+        EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-4, 1e-4));
+      }
+    }
+  }
+  const at::Tensor x = at::randn({2, 8}), w = at::randn({8});
   EXPECT_TRUE(at::equal(ka::rms_norm_fwd(x, w, kEps, x).out, ka::rms_norm_reference(x, w, kEps, x).out));
 }

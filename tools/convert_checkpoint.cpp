@@ -12,8 +12,9 @@
 #include <cstdio>
 #include <string>
 
-#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "megatron/core/cli_app.h"
 #include "megatron/core/tool_main.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
@@ -68,7 +69,7 @@ int run(int argc, char** argv) {
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
       ->capture_default_str();
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) {
+  if (const auto status = megatron::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) {
     return *status;  // --help
   }
   if (model_type != "GPT") problems.push_back("--model-type " + model_type + ": only GPT is supported");

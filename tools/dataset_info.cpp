@@ -7,8 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "megatron/core/cli_app.h"
 #include "megatron/core/tool_main.h"
 #include "megatron/data/dataset_summary.h"
 #include "megatron/data/indexed_dataset.h"
@@ -63,7 +64,7 @@ int run(int argc, char** argv) {
   CLI::Option* merge_option = app.add_option("--merge-file", tokenizer_options.merge_file,
                                              "BPE merges; decodes --document to text");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "dataset_info", problems)) {
+  if (const auto status = megatron::parse_command_line(app, argc, argv, "dataset_info", problems)) {
     return *status;  // --help
   }
   if (document < 0) problems.push_back("--document must be >= 0, got " + std::to_string(document));

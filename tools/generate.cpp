@@ -9,8 +9,9 @@
 #include <iterator>
 #include <string>
 
-#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "megatron/core/cli_app.h"
 #include "megatron/core/tool_main.h"
 #include "megatron/interop/generation.h"
 #include "megatron/interop/loaded_model.h"
@@ -43,7 +44,7 @@ int run(int argc, char** argv) {
   app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
   app.add_flag("--print-token-ids", print_ids, "Also print the prompt's and the new token ids on standard error");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "generate", problems)) {
+  if (const auto status = megatron::parse_command_line(app, argc, argv, "generate", problems)) {
     return *status;  // --help
   }
   if (o.max_new_tokens < 1) problems.push_back("--max-new-tokens must be >= 1");

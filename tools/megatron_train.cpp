@@ -69,12 +69,6 @@ int train(const std::vector<std::string>& args) {
   options.world_size = comm->world_size();
   options.rank = comm->rank();
   options.local_rank_env = comm->local_rank();
-  options.support.data_parallel = true;
-  options.support.tensor_parallel = true;
-  options.support.distributed_optimizer = true;
-  options.support.pipeline_parallel = true;
-  options.support.bf16 = true;
-  options.support.fp16 = true;
   std::vector<std::string> messages;
   options.messages = &messages;
   megatron::train::Arguments parsed;

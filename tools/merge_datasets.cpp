@@ -3,13 +3,16 @@
 // abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 #include <string>
 
-#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
+#include "megatron/core/cli.h"
+#include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
-#include "megatron/core/tool_main.h"
+#include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
+#include "megatron/core/tool_main.h"
 #include "megatron/data/indexed_dataset.h"
 
 namespace {
@@ -27,7 +30,7 @@ int run(int argc, char** argv) {
       ->required();
   app.add_flag("--multimodal", multimodal, "Merge multimodal datasets (not supported yet)");
   std::vector<std::string> problems;
-  if (const auto status = megatron::tools::parse_command_line(app, argc, argv, "merge_datasets", problems)) {
+  if (const auto status = megatron::parse_command_line(app, argc, argv, "merge_datasets", problems)) {
     return *status;  // --help
   }
   megatron::throw_if_problems("invalid command line", problems);
@@ -36,10 +39,11 @@ int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();
   megatron::check_writable_parent(output_prefix + ".lock", "--output-prefix");
   const megatron::OutputLock lock(output_prefix + ".lock", "--output-prefix " + output_prefix);
-  if (!lock.note().empty()) std::fprintf(stderr, "merge_datasets: note: %s\n", lock.note().c_str());
+  const megatron::Log log(std::cerr, "merge_datasets");
+  if (!lock.note().empty()) log.note(lock.note());
   const std::string removed = megatron::describe_removed_temporaries(
       megatron::remove_stale_temporaries_of({output_prefix + ".bin", output_prefix + ".idx"}));
-  if (!removed.empty()) std::fprintf(stderr, "merge_datasets: %s\n", removed.c_str());
+  if (!removed.empty()) log.note(removed);
   const std::vector<std::string> merged = megatron::data::merge_datasets(input, output_prefix);
   for (const std::string& prefix : merged) std::printf("merged %s\n", prefix.c_str());
   const megatron::data::IndexedDataset result(output_prefix);

@@ -7,10 +7,11 @@
 #include <memory>
 #include <thread>
 
-#include "abbreviated_cli.h"
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
+#include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/core/strings.h"
 #include "megatron/core/tool_main.h"
@@ -104,13 +105,14 @@ int run(int argc, char** argv) {
   std::vector<std::string> problems;
   std::vector<std::string> notes;
   try {
-    problems = megatron::tools::parse_abbreviated(app, argc, argv, notes, kAliases);
+    problems = megatron::parse_abbreviated(app, argc, argv, notes, kAliases);
   } catch (const CLI::ParseError& e) {
-    return megatron::tools::usage_error(app, e);
+    return megatron::usage_error(app, e);
   }
 
   megatron::check_legacy_flags(kLegacy, given_legacy_flags(app), notes, problems);
-  for (const auto& note : notes) std::fprintf(stderr, "preprocess_data: %s\n", note.c_str());
+  const megatron::Log log(std::cerr, "preprocess_data");
+  for (const auto& note : notes) log.line(note);
   for (const auto& u : kUnsupported) {
     if (app.count(u.flag) > 0) problems.push_back(std::string(u.flag) + " is not supported yet: " + u.why);
   }
@@ -163,11 +165,11 @@ int run(int argc, char** argv) {
     locks.push_back(
         std::make_unique<megatron::OutputLock>(prefix + ".lock", "--output-prefix " + options.output_prefix));
     const std::string& note = locks.back()->note();
-    if (!note.empty()) std::fprintf(stderr, "preprocess_data: note: %s\n", note.c_str());
+    if (!note.empty()) log.note(note);
     finals.insert(finals.end(), {prefix + ".bin", prefix + ".idx"});
   }
   const std::string removed = megatron::describe_removed_temporaries(megatron::remove_stale_temporaries_of(finals));
-  if (!removed.empty()) std::fprintf(stderr, "preprocess_data: %s\n", removed.c_str());
+  if (!removed.empty()) log.note(removed);
 
   const auto stats = megatron::data::preprocess(*tokenizer, options, std::cout, std::cerr);
   const double mb = static_cast<double>(stats.input_bytes) / 1e6;

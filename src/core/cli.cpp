@@ -145,6 +145,12 @@ std::vector<std::string> unknown_flag_problems(const std::vector<std::string>& e
   return problems;
 }
 
+std::string repeated_flag_note(std::string_view flag, std::size_t times, const std::vector<std::string>& values) {
+  const bool several = values.size() > 1;
+  return "note: " + std::string(flag) + " given " + std::to_string(times) + " times; the last " +
+         (several ? "values (" : "value (") + join(values, " ") + (several ? ") are used" : ") is used");
+}
+
 void throw_if_problems(const std::string& context, const std::vector<std::string>& problems) {
   if (problems.empty()) return;
   std::string message = context + (problems.size() == 1 ? ": " : ": " + std::to_string(problems.size()) + " problems:");

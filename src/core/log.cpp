@@ -7,12 +7,13 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include <atomic>
-#include <cctype>
-#include <charconv>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "megatron/core/check.h"
+#include "megatron/core/strings.h"
 
 namespace megatron {
 namespace {
@@ -37,21 +38,17 @@ int log_level() { return g_level; }
 std::optional<int> log_level_from_environment() {
   const char* value = std::getenv("MEGATRON_LOGGING_LEVEL");
   if (value == nullptr) return std::nullopt;
-  // Python's int(): surrounding whitespace allowed, nothing else.
-  std::string_view text = value;
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  int level = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), level);
-  MEGATRON_CHECK(!text.empty() && error == std::errc() && end == text.data() + text.size(), "MEGATRON_LOGGING_LEVEL='",
-                 value, "' is not an integer logging level (10 DEBUG, 20 INFO, 30 WARNING, 40 ERROR, 50 CRITICAL)");
-  return level;
+  const std::optional<std::int64_t> level = parse_python_int(value);  // Megatron's int(os.getenv(...))
+  MEGATRON_CHECK(level && *level >= std::numeric_limits<int>::min() && *level <= std::numeric_limits<int>::max(),
+                 "MEGATRON_LOGGING_LEVEL='", value,
+                 "' is not an integer logging level (10 DEBUG, 20 INFO, 30 WARNING, 40 ERROR, 50 CRITICAL)");
+  return static_cast<int>(*level);
 }
 
-Log::Log(std::ostream& out)
+Log::Log(std::ostream& out, std::string_view source)
     : logger_(std::make_unique<spdlog::logger>("megatron",
-                                               std::make_shared<spdlog::sinks::ostream_sink_st>(out, true))) {
+                                               std::make_shared<spdlog::sinks::ostream_sink_st>(out, true))),
+      source_(source.empty() ? "" : std::string(source) + ": ") {
   logger_->set_pattern("%v");
   logger_->set_level(spdlog::level::trace);  // the process's level is applied in write()
 }
@@ -60,7 +57,7 @@ Log::~Log() = default;
 
 void Log::write(int python_level, std::string_view prefix, std::string_view text) const {
   if (python_level < g_level.load()) return;
-  logger_->log(spdlog_level(python_level), "{}{}", prefix, text);
+  logger_->log(spdlog_level(python_level), "{}{}{}", source_, prefix, text);
 }
 
 void Log::warning(std::string_view text) const { write(kLogWarning, kWarning, text); }
@@ -78,7 +75,7 @@ void Log::record(int python_level, std::string_view logger, std::string_view tex
 void Log::line(std::string_view text) const {
   if (text.substr(0, kWarning.size()) == kWarning) return warning(text.substr(kWarning.size()));
   if (text.substr(0, kNote.size()) == kNote) return note(text.substr(kNote.size()));
-  logger_->log(spdlog::level::critical, "{}", text);  // not a message: always written
+  logger_->log(spdlog::level::critical, "{}{}", source_, text);  // not a message: always written
 }
 
 }  // namespace megatron

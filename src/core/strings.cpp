@@ -1,10 +1,13 @@
-// Python float repr, edit distance and size formatting (see strings.h).
+// Python float repr and number parsing, edit distance and size formatting (see strings.h).
 #include "megatron/core/strings.h"
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 namespace megatron {
 
@@ -41,6 +44,87 @@ std::string python_float_repr(double value) {
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
   return sign + mantissa + exp_buf;
+}
+
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+std::string_view strip_python_whitespace(std::string_view text) {
+  const auto begin = text.find_first_not_of(" \t\n\r\f\v");
+  if (begin == std::string_view::npos) return {};
+  return text.substr(begin, text.find_last_not_of(" \t\n\r\f\v") - begin + 1);
+}
+
+// The sign taken off `text`; true when it was '-'.
+bool take_sign(std::string_view& text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  if (!text.empty() && (text[0] == '+' || text[0] == '-')) text.remove_prefix(1);
+  return negative;
+}
+
+// `text` without its underscores, or nullopt when one is not between two digits (PEP 515).
+std::optional<std::string> without_digit_underscores(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '_') {
+      out += text[i];
+    } else if (i == 0 || i + 1 == text.size() || !is_digit(text[i - 1]) || !is_digit(text[i + 1])) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+std::optional<double> parse_python_float(std::string_view text) {
+  std::string_view body = strip_python_whitespace(text);
+  const bool negative = take_sign(body);
+  const double sign = negative ? -1.0 : 1.0;
+  if (equals_ignoring_case(body, "inf") || equals_ignoring_case(body, "infinity")) {
+    return sign * std::numeric_limits<double>::infinity();
+  }
+  if (equals_ignoring_case(body, "nan")) return std::numeric_limits<double>::quiet_NaN();
+  // What is left must be digits, one '.', one exponent: no sign of its own, no hex, no "nan(...)".
+  if (body.empty() || !(is_digit(body[0]) || body[0] == '.')) return std::nullopt;
+  for (const char c : body) {
+    if (!is_digit(c) && c != '.' && c != '_' && c != 'e' && c != 'E' && c != '+' && c != '-') return std::nullopt;
+  }
+  const std::optional<std::string> plain = without_digit_underscores(body);
+  if (!plain) return std::nullopt;
+  double value = 0.0;
+  const char* end = plain->data() + plain->size();
+  const auto [ptr, ec] = std::from_chars(plain->data(), end, value, std::chars_format::general);
+  if (ptr != end) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    value = std::strtod(plain->c_str(), nullptr);  // +-HUGE_VAL on overflow, 0 or a denormal on underflow
+  } else if (ec != std::errc()) {
+    return std::nullopt;
+  }
+  return sign * value;
+}
+
+std::optional<std::int64_t> parse_python_int(std::string_view text) {
+  std::string_view body = strip_python_whitespace(text);
+  const bool negative = take_sign(body);
+  if (body.empty() || !is_digit(body[0])) return std::nullopt;
+  const std::optional<std::string> digits = without_digit_underscores(body);
+  if (!digits || !std::all_of(digits->begin(), digits->end(), is_digit)) return std::nullopt;
+  std::uint64_t magnitude = 0;
+  const char* end = digits->data() + digits->size();
+  const auto [ptr, ec] = std::from_chars(digits->data(), end, magnitude);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (magnitude > kMax + (negative ? 1 : 0)) return std::nullopt;
+  if (negative) return magnitude == kMax + 1 ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(magnitude);
+  return static_cast<std::int64_t>(magnitude);
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -2,12 +2,11 @@
 #include "megatron/data/dataset_split.h"
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <string_view>
-#include <system_error>
 
 #include "megatron/core/check.h"
+#include "megatron/core/strings.h"
 
 namespace megatron::data {
 namespace {
@@ -54,36 +53,6 @@ const char* split_name(Split split) {
       break;
   }
   return "test";
-}
-
-std::optional<double> parse_python_float(const std::string& raw) {
-  const std::string text = strip(raw);
-  if (text.empty()) return std::nullopt;
-  std::string cleaned;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '_') {
-      const bool between_digits = i > 0 && i + 1 < text.size() &&
-                                  std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
-                                  std::isdigit(static_cast<unsigned char>(text[i + 1]));
-      if (!between_digits) return std::nullopt;
-      continue;
-    }
-    if (c == 'x' || c == 'X' || c == 'p' || c == 'P') return std::nullopt;  // no hex floats
-    cleaned += c;
-  }
-  // from_chars, unlike strtod, ignores the locale; it takes no '+', which Python allows.
-  std::string_view digits = cleaned;
-  bool negative = false;
-  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
-    negative = digits[0] == '-';
-    digits.remove_prefix(1);
-  }
-  if (digits.empty() || digits[0] == '+' || digits[0] == '-') return std::nullopt;
-  double value = 0.0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return negative ? -value : value;
 }
 
 SplitMatrix parse_split(const std::string& split) {

@@ -4,10 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <type_traits>
@@ -43,52 +40,6 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
-// Python's int(text) for decimal text: surrounding whitespace, a sign, digits with single
-// underscores between them.
-std::optional<std::int64_t> python_int(std::string_view text) {
-  std::string s = trim(text);
-  bool negative = false;
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
-    negative = s[0] == '-';
-    s.erase(0, 1);
-  }
-  std::string digits;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
-        std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      continue;
-    }
-    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return std::nullopt;
-    digits += s[i];
-  }
-  if (digits.empty()) return std::nullopt;
-  if (negative) digits.insert(0, "-");
-  std::int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
-
-// Python's float(text): decimal or exponent notation, inf, infinity, nan; no hexadecimal.
-std::optional<double> python_float(std::string_view text) {
-  std::string s = trim(text);
-  bool negative = false;
-  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
-    negative = s[0] == '-';
-    s.erase(0, 1);
-  }
-  std::erase(s, '_');
-  if (s.empty() || s[0] == '+' || s[0] == '-') return std::nullopt;
-  double value = 0.0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value, std::chars_format::general);
-  if (ec == std::errc::result_out_of_range && ptr == s.data() + s.size()) {
-    value = std::strtod(s.c_str(), nullptr);  // Python gives inf on overflow and 0.0 on underflow
-  } else if (ec != std::errc() || ptr != s.data() + s.size()) {
-    return std::nullopt;
-  }
-  return negative ? -value : value;
-}
-
 template <typename E>
 std::span<const std::string_view> megatron_only_choices(E) { return {}; }
 constexpr std::string_view kMegatronOnlyPositionTypes[] = {"mrope", "relative", "none", "yarn"};
@@ -107,9 +58,7 @@ struct ApplyValues {
     state.given.insert(std::string(spec.dest));
     const std::string where = "argument " + given.flag;
     if (given.occurrences > 1 && (spec.kind == FlagKind::kValue || spec.kind == FlagKind::kList)) {
-      const bool several = given.values.size() > 1;
-      state.messages.push_back("note: " + given.flag + " given " + std::to_string(given.occurrences) + " times; the last " +
-                               (several ? "values (" : "value (") + join(given.values, " ") + (several ? ") are used" : ") is used"));
+      state.messages.push_back(repeated_flag_note(given.flag, static_cast<std::size_t>(given.occurrences), given.values));
     }
     if (spec.kind == FlagKind::kStoreTrue || spec.kind == FlagKind::kStoreFalse) {
       if constexpr (std::is_same_v<T, bool>) field = spec.kind == FlagKind::kStoreTrue;
@@ -146,7 +95,7 @@ struct ApplyValues {
   // Every float flag must be finite: nan and inf would pass the range checks (nan compares false)
   // and only fail deep inside LibTorch or the schedule. The field keeps its default.
   bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, double& field) {
-    const auto value = python_float(text);
+    const auto value = parse_python_float(text);
     if (!value) {
       fail(spec, where + ": invalid float value: '" + text + "'");
     } else if (!std::isfinite(*value)) {
@@ -160,7 +109,7 @@ struct ApplyValues {
   template <typename T>
     requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
   bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, T& field) {
-    const auto value = python_int(text);
+    const auto value = parse_python_int(text);
     if (!value) {
       fail(spec, where + ": invalid int value: '" + text + "'");
     } else if (*value < std::numeric_limits<T>::min() || *value > std::numeric_limits<T>::max()) {
@@ -265,10 +214,6 @@ std::vector<std::string> known_flag_names(const CLI::App& app) {
 }
 
 }  // namespace
-
-BuildSupport BuildSupport::everything() {
-  return BuildSupport{true, true, true, true, true, true, true};
-}
 
 Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptions& options) {
   Arguments result;

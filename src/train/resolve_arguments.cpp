@@ -45,25 +45,14 @@ void Resolver::parallel() {
   const bool pp_ok = positive("--pipeline-model-parallel-size", "pipeline_model_parallel_size", p.pipeline_model_parallel_size);
   const bool cp_ok = positive("--context-parallel-size", "context_parallel_size", p.context_parallel_size);
   positive("--expert-model-parallel-size", "expert_model_parallel_size", p.expert_model_parallel_size);
-  const auto& s = options_.support;
-  const auto size_supported = [&](bool ok, int size, bool supported, const std::string& flag, const char* what) {
-    if (!ok) return false;
-    if (size > 1 && !supported) {
-      problem(flag + " " + num(std::int64_t{size}) + " is not supported by this build yet (" + what + "; only 1)");
-      return false;
-    }
-    return true;
-  };
-  const bool sizes_ok =
-      size_supported(tp_ok, p.tensor_model_parallel_size, s.tensor_parallel, "--tensor-model-parallel-size", "tensor parallelism") &
-      size_supported(pp_ok, p.pipeline_model_parallel_size, s.pipeline_parallel, "--pipeline-model-parallel-size", "pipeline parallelism") &
-      size_supported(cp_ok, p.context_parallel_size, s.context_parallel, "--context-parallel-size", "context parallelism");
+  const bool cp_refused = cp_ok && p.context_parallel_size > 1;  // Megatron's --seq-length rule is still checked
+  if (cp_refused) {
+    problem("--context-parallel-size " + num(std::int64_t{p.context_parallel_size}) +
+            " is not supported by this build yet (context parallelism; only 1)");
+  }
+  const bool sizes_ok = tp_ok && pp_ok && cp_ok && !cp_refused;
   unsupported(p.expert_model_parallel_size > 1,
               "--expert-model-parallel-size " + num(std::int64_t{p.expert_model_parallel_size}), "expert parallelism needs mixture-of-experts models");
-  unsupported((p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank) && !s.pipeline_parallel,
-              "the interleaved pipeline schedule (--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank)");
-  unsupported((p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers) && !s.pipeline_parallel,
-              "uneven pipeline stages (--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)");
   check(!(p.num_layers_per_virtual_pipeline_stage && p.num_virtual_stages_per_pipeline_rank),
         "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank cannot be set together");
   if (p.num_layers_per_virtual_pipeline_stage) {
@@ -75,7 +64,7 @@ void Resolver::parallel() {
              *p.num_virtual_stages_per_pipeline_rank);
   }
   const bool virtual_pipeline = p.num_layers_per_virtual_pipeline_stage || p.num_virtual_stages_per_pipeline_rank;
-  if (virtual_pipeline && pp_ok && s.pipeline_parallel) {
+  if (virtual_pipeline && pp_ok) {
     if (p.overlap_p2p_comm) {
       check(p.pipeline_model_parallel_size > 1,
             "When interleaved schedule is used, pipeline-model-parallel size should be greater than 1");
@@ -86,7 +75,6 @@ void Resolver::parallel() {
             "communication batch");
     }
   }
-  unsupported(p.use_distributed_optimizer && !s.distributed_optimizer, "--use-distributed-optimizer");
   if (p.overlap_param_gather) {
     check(p.use_distributed_optimizer, "--overlap-param-gather only supported with distributed optimizer (--use-distributed-optimizer)");
     check(p.overlap_grad_reduce, "--overlap-param-gather needs --overlap-grad-reduce");
@@ -109,9 +97,6 @@ void Resolver::parallel() {
     parallel_ok_ = false;
   }
   p.data_parallel_size = std::max(1, p.world_size / model_size);
-  unsupported(sizes_ok && p.data_parallel_size > 1 && !s.data_parallel,
-              "data parallelism (world size " + num(std::int64_t{p.world_size}) + " gives data-parallel size " +
-                  num(std::int64_t{p.data_parallel_size}) + ")", "run a single process");
   state_.messages.insert(state_.messages.begin(), format_world_size_line(a_));
 }
 
@@ -143,9 +128,7 @@ void Resolver::pipeline() {
   const int pp = p.pipeline_model_parallel_size >= 1 ? p.pipeline_model_parallel_size : 1;
   const int layers = a_.model.num_layers;
   int chunks = 1;
-  if (!options_.support.pipeline_parallel) {
-    // Refused in parallel(); only the even split is left to check.
-  } else if (p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0) {
+  if (p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0) {
     chunks = *p.num_virtual_stages_per_pipeline_rank;
   } else if (p.num_layers_per_virtual_pipeline_stage &&
              (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers)) {
@@ -166,9 +149,8 @@ void Resolver::pipeline() {
   state_.messages.push_back("Number of virtual stages per pipeline stage: " +
                             (chunks > 1 ? num(std::int64_t{chunks}) : std::string("None")));
   if (layers <= 0) return;
-  const bool uneven = options_.support.pipeline_parallel;
-  const parallel::PipelineLayout layout{layers, pp, chunks, uneven ? p.decoder_first_pipeline_num_layers : std::nullopt,
-                                        uneven ? p.decoder_last_pipeline_num_layers : std::nullopt};
+  const parallel::PipelineLayout layout{layers, pp, chunks, p.decoder_first_pipeline_num_layers,
+                                        p.decoder_last_pipeline_num_layers};
   for (auto& message : layout.validate()) problem(std::move(message));
   if (chunks > 1 && pp > 1 && parallel_ok_ && mbs_ok_ && gbs_ok_) {
     const auto& t = a_.training;
@@ -180,10 +162,7 @@ void Resolver::pipeline() {
 
 void Resolver::precision() {
   auto& x = a_.precision;
-  const auto& s = options_.support;
   check(!(x.fp16 && x.bf16), "--fp16 and --bf16 cannot be used together");
-  unsupported(x.fp16 && !s.fp16, "--fp16", "it trains in fp32");
-  unsupported(x.bf16 && !s.bf16, "--bf16", "it trains in fp32");
   unsupported(x.fp8.has_value(), "--fp8-format");
   if (x.fp8 && *x.fp8 != "e4m3" && *x.fp8 != "hybrid") {
     problem("argument --fp8-format: invalid choice: '" + *x.fp8 + "' (choose from 'e4m3', 'hybrid')");
@@ -306,7 +285,7 @@ void Resolver::model() {
                                       ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) +
                                       ") with --sequence-parallel");
   }
-  if (seq && parallel_ok_ && a_.parallel.context_parallel_size > 1) {
+  if (seq && a_.parallel.context_parallel_size > 1) {
     check(m.seq_length % (2 * a_.parallel.context_parallel_size) == 0,
           "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
   }

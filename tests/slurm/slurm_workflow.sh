@@ -7,12 +7,20 @@
 #   3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun (restart 1, output appended)
 #      finishes with the uninterrupted run's losses, iteration for iteration.
 #   4. a time limit: --signal=TERM before it, the ranks save, the script requeues the job.
-# Usage: slurm_workflow.sh BUILD_TOOLS_DIR TEST_DATA_DIR
+# The paths come from the build's e2e.env, as for the e2e scripts (see tests/e2e/lib.sh):
+#   MEGATRON_E2E_ENV=build/tests/e2e/e2e.env bash tests/slurm/slurm_workflow.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-TOOLS=$(realpath "$1")
-DATA=$(realpath "$2")
+if [[ -z ${MEGATRON_E2E_ENV:-} || ! -r ${MEGATRON_E2E_ENV:-} ]]; then
+  echo "usage: MEGATRON_E2E_ENV=<build>/tests/e2e/e2e.env $0 (the build writes that file; ctest sets the variable)" >&2
+  exit 2
+fi
+# shellcheck source=/dev/null
+source "$MEGATRON_E2E_ENV"
+[[ -n ${TRAIN:-} && -x $TRAIN ]] || { echo "FAIL: this build has no megatron_train (see $MEGATRON_E2E_ENV)" >&2; exit 1; }
+TOOLS=$(dirname "$(realpath "$TRAIN")")
+DATA=$(realpath "$DATA")
 # shellcheck source=cluster.sh
 source "$HERE/cluster.sh"
 

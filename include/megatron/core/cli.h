@@ -55,6 +55,11 @@ std::vector<std::string> unknown_flag_problems(const std::vector<std::string>& e
                                                const std::vector<std::string>& known_flags,
                                                const std::vector<std::string>& reported = {});
 
+// argparse's rule for a flag given more than once is that the last occurrence wins; this is the
+// note that says so: "note: --workers given 2 times; the last value (4) is used" (the values of
+// the last occurrence; several make it "the last values (a b) are used").
+std::string repeated_flag_note(std::string_view flag, std::size_t times, const std::vector<std::string>& values);
+
 // Throws megatron::Error listing every problem (one per line) when there is any.
 void throw_if_problems(const std::string& context, const std::vector<std::string>& problems);
 

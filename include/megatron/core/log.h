@@ -1,7 +1,7 @@
 // The framework's own messages, through spdlog: warnings ("WARNING: <text>"), notes ("note: <text>")
 // and the lines Megatron's Python logging module prints ("INFO:<logger>:<text>"), each in the
 // form Megatron users grep for. A Log writes to one stream (a rank's console stream, a tool's
-// stderr); which messages pass is one process-wide level, Megatron's --logging-level (or
+// stderr), a tool's Log with its name in front ("preprocess_data: note: ..."); which messages pass is one process-wide level, Megatron's --logging-level (or
 // MEGATRON_LOGGING_LEVEL) in Python's numbers: a message of level L is written when L >= the
 // level (DEBUG 10, INFO 20, WARNING 30, ERROR 40, CRITICAL 50; INFO when neither is given).
 // Megatron's own console lines (the start-up lines, the iteration line, validation blocks) are
@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace spdlog {
@@ -31,7 +32,8 @@ std::optional<int> log_level_from_environment();
 
 class Log {
  public:
-  explicit Log(std::ostream& out);
+  // `source`, when given, starts every line: "<source>: ".
+  explicit Log(std::ostream& out, std::string_view source = {});
   ~Log();
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
@@ -49,6 +51,7 @@ class Log {
   void write(int python_level, std::string_view prefix, std::string_view text) const;
 
   std::unique_ptr<spdlog::logger> logger_;
+  std::string source_;  // "" or "<source>: "
 };
 
 }  // namespace megatron

@@ -1,8 +1,9 @@
-// Small string utilities shared by the tools: Python-compatible float text, byte-size text and
-// "did you mean" suggestions for misspelt flags.
+// Small string utilities shared by the tools: Python-compatible number text (written and read),
+// byte-size text and "did you mean" suggestions for misspelt flags.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,15 @@ namespace megatron {
 // The text Python's repr(float) gives: the shortest digits that round-trip, fixed notation for
 // decimal exponents in [-4, 16), otherwise d.ddde+XX; integral values keep a trailing ".0".
 std::string python_float_repr(double value);
+
+// Python's float(text): surrounding whitespace, a sign, decimal or exponent notation with single
+// underscores between digits, inf / infinity / nan in any case; overflow gives +-inf and
+// underflow 0, as in Python. No hexadecimal. nullopt where Python raises ValueError.
+std::optional<double> parse_python_float(std::string_view text);
+
+// Python's int(text) for decimal text: surrounding whitespace, a sign, digits with single
+// underscores between them. nullopt where Python raises ValueError or the value does not fit.
+std::optional<std::int64_t> parse_python_int(std::string_view text);
 
 // Edit distance (insert, delete, substitute, adjacent swap), for flag suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);

@@ -70,8 +70,4 @@ struct Blend {
 // `flag`), or the list is empty.
 Blend parse_blend(const std::vector<std::string>& items, const std::string& flag);
 
-// Python's float(text) for decimal literals: surrounding whitespace, '_' between digits,
-// inf/nan; nullopt where Python raises ValueError.
-std::optional<double> parse_python_float(const std::string& text);
-
 }  // namespace megatron::data

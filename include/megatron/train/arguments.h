@@ -261,24 +261,10 @@ struct Arguments {
   bool operator==(const Arguments&) const = default;
 };
 
-// What the running build can do; values beyond it are rejected with a message saying so. The
-// default is the current CPU build: one process per model replica, fp32, no data parallelism.
-struct BuildSupport {
-  bool data_parallel = false;
-  bool tensor_parallel = false;
-  bool pipeline_parallel = false;
-  bool context_parallel = false;
-  bool distributed_optimizer = false;
-  bool bf16 = false;
-  bool fp16 = false;
-  static BuildSupport everything();   // for tests of Megatron's own rules
-};
-
 struct ParseOptions {
   int world_size = 1;   // from the launcher (Megatron reads WORLD_SIZE / RANK)
   int rank = 0;
   std::optional<int> local_rank_env;  // LOCAL_RANK, the default of --local-rank
-  BuildSupport support;
   // Receives the lines Megatron prints before the argument dump, in its order: the world-size
   // line, warnings, "setting global batch size to N", "using torch.float32 for parameters ...".
   std::vector<std::string>* messages = nullptr;

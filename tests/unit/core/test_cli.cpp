@@ -1,10 +1,15 @@
-// argparse's abbreviated long flags and the legacy-flag checks (core/cli.h). The expected
+// argparse's abbreviated long flags, the legacy-flag checks (core/cli.h) and the last occurrence
+// of a repeated flag (core/cli_app.h). The expected
 // spellings and messages are what Python 3.11's argparse (allow_abbrev=True) does and prints for
 // the same option set, except that candidates are listed sorted and that spellings of one option
 // count as one match here.
 #include <gtest/gtest.h>
 
 #include "megatron/core/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include "megatron/core/cli_app.h"
 
 namespace megatron {
 namespace {
@@ -72,6 +77,24 @@ TEST(CheckLegacyFlags, RefusesValuesItCannotHonour) {
   check_legacy_flags(kLegacy, {{"--dataset-impl", "fast"}, {"--chunk-size", ""}}, notes, problems);
   EXPECT_EQ(problems, (std::vector<std::string>{"argument --dataset-impl: invalid choice: 'fast' (choose from 'lazy', 'cached', 'mmap')",
                                                 "argument --chunk-size: expected one argument"}));
+}
+
+// argparse keeps the last occurrence of a repeated flag; CLI11 would take the first (or refuse).
+TEST(KeepLastOccurrences, DropsEarlierOccurrencesWithANote) {
+  CLI::App app;
+  int workers = 0;
+  std::vector<std::string> keys;
+  bool append_eod = false;
+  app.add_option("--workers", workers);
+  app.add_option("--json-keys", keys)->expected(1, 8);
+  app.add_flag("--append-eod", append_eod);
+  std::vector<std::string> args = {"--workers", "2", "--json-keys", "a", "b", "--append-eod", "--workers=4",
+                                   "--json-keys", "c", "--append-eod", "-5"};
+  const std::vector<std::string> notes = keep_last_occurrences(args, app);
+  EXPECT_EQ(notes, (std::vector<std::string>{"note: --workers given 2 times; the last value (4) is used",
+                                             "note: --json-keys given 2 times; the last value (c) is used"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"--workers=4", "--json-keys", "c", "--append-eod", "-5"}));
+  EXPECT_EQ(repeated_flag_note("--json-keys", 3, {"a", "b"}), "note: --json-keys given 3 times; the last values (a b) are used");
 }
 
 }  // namespace

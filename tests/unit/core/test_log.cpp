@@ -65,13 +65,26 @@ TEST_F(LogTest, PreparedLinesAreMessagesByTheirPrefixAndOtherLinesAlwaysPass) {
   EXPECT_EQ(out.str(), "using world size: 1, data-parallel size: 1\n");
 }
 
+TEST_F(LogTest, AToolsLogPutsItsNameInFront) {
+  std::ostringstream out;
+  const Log log(out, "preprocess_data");
+  log.note("the lock was taken over");
+  log.line("note: --workers given 2 times; the last value (4) is used");
+  log.warning("w");
+  EXPECT_EQ(out.str(), "preprocess_data: note: the lock was taken over\n"
+                       "preprocess_data: note: --workers given 2 times; the last value (4) is used\n"
+                       "preprocess_data: WARNING: w\n");
+}
+
 TEST_F(LogTest, EnvironmentLevelIsReadAsPythonsInt) {
   EXPECT_EQ(log_level_from_environment(), std::nullopt);
   ::setenv("MEGATRON_LOGGING_LEVEL", " 40 ", 1);
   EXPECT_EQ(log_level_from_environment(), 40);
   ::setenv("MEGATRON_LOGGING_LEVEL", "+5", 1);
   EXPECT_EQ(log_level_from_environment(), 5);
-  for (const char* bad : {"", "WARNING", "4.0", "1e3", "99999999999"}) {
+  ::setenv("MEGATRON_LOGGING_LEVEL", "1_0", 1);  // int("1_0") is 10
+  EXPECT_EQ(log_level_from_environment(), 10);
+  for (const char* bad : {"", "WARNING", "4.0", "1e3", "99999999999", "1__0"}) {
     ::setenv("MEGATRON_LOGGING_LEVEL", bad, 1);
     EXPECT_THROW(log_level_from_environment(), Error) << bad;
   }

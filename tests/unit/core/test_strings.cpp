@@ -1,5 +1,13 @@
-// Python float repr (checked against CPython's repr output), edit distance, flag suggestions.
+// Python float repr (checked against CPython's repr output), Python number parsing (against CPython's
+// float() and int()), edit distance, flag suggestions.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
@@ -30,6 +38,42 @@ TEST(PythonFloatRepr, MatchesCPython) {
       {9999999999999998.0, "9999999999999998.0"},
   };
   for (const auto& [value, expected] : cases) EXPECT_EQ(python_float_repr(value), expected);
+}
+
+// Expectations from CPython 3.11's float() and int() on the same text.
+TEST(PythonNumberText, FloatAcceptsWhatPythonAccepts) {
+  const std::vector<std::pair<const char*, double>> cases = {
+      {" +1.5 ", 1.5}, {"1_000.5", 1000.5}, {".5", 0.5}, {"5.", 5.0}, {"-2e3", -2000.0}, {"1E+2", 100.0},
+      {"\t7\n", 7.0}, {"1e-400", 0.0}, {"3", 3.0}};
+  for (const auto& [text, value] : cases) {
+    const std::optional<double> parsed = parse_python_float(text);
+    ASSERT_TRUE(parsed.has_value()) << text;
+    EXPECT_EQ(*parsed, value) << text;
+  }
+  EXPECT_EQ(parse_python_float("Infinity"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(parse_python_float("-inf"), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(parse_python_float("1e400"), std::numeric_limits<double>::infinity());  // overflow is inf
+  EXPECT_EQ(parse_python_float("-1e400"), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(*parse_python_float("nAn")));
+  for (const char* bad : {"", " ", "x1", "1__0", "_1", "1_", "0x10", "0x1p3", "1.2.3", "--1", "+-1", "1 2", "1e_5",
+                          "1_e5", "nan(1)", "e5", ".", "1e"}) {
+    EXPECT_FALSE(parse_python_float(bad).has_value()) << "'" << bad << "'";
+  }
+}
+
+TEST(PythonNumberText, IntAcceptsWhatPythonAccepts) {
+  const std::vector<std::pair<const char*, std::int64_t>> cases = {
+      {"42", 42}, {" -7 ", -7}, {"+0", 0}, {"1_000", 1000}, {"007", 7},
+      {"9223372036854775807", std::numeric_limits<std::int64_t>::max()}};
+  for (const auto& [text, value] : cases) {
+    const std::optional<std::int64_t> parsed = parse_python_int(text);
+    ASSERT_TRUE(parsed.has_value()) << text;
+    EXPECT_EQ(*parsed, value) << text;
+  }
+  // Python errors, and one Python value that does not fit 64 bits.
+  for (const char* bad : {"", "1.0", "1e3", "_1", "1__0", "0x10", "- 1", "inf", "9223372036854775808"}) {
+    EXPECT_FALSE(parse_python_int(bad).has_value()) << "'" << bad << "'";
+  }
 }
 
 TEST(EditDistance, CountsInsertDeleteSubstituteAndSwap) {

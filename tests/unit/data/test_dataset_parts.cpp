@@ -74,15 +74,12 @@ TEST(Blend, ParsesWeightsAndPrefixes) {
 }
 
 TEST(Blend, ParsesWeightsAsPythonFloat) {
-  EXPECT_EQ(parse_python_float(" +1.5 "), 1.5);
-  EXPECT_EQ(parse_python_float("1_000.5"), 1000.5);
-  EXPECT_EQ(parse_python_float(".5"), 0.5);
-  EXPECT_EQ(parse_python_float("5."), 5.0);
-  EXPECT_EQ(parse_python_float("-2e3"), -2000.0);
-  EXPECT_TRUE(std::isinf(*parse_python_float("Infinity")));
-  for (const char* bad : {"", "x1", "1__0", "_1", "0x10", "1.2.3", "--1", "+-1", "1 2"}) {
-    EXPECT_FALSE(parse_python_float(bad).has_value()) << bad;
-  }
+  const Blend blend = parse_blend({" +1.5 ", "a", "1_000.5", "b", "2e1", "c"}, "--data-path");
+  ASSERT_TRUE(blend.weights.has_value());
+  EXPECT_EQ(*blend.weights, (std::vector<double>{1.5, 1000.5, 20.0}));
+  EXPECT_EQ(blend.prefixes, (std::vector<std::string>{"a", "b", "c"}));
+  // "1__0" is not a Python float: every element is a prefix.
+  EXPECT_FALSE(parse_blend({"1__0", "a"}, "--data-path").weights.has_value());
 }
 
 TEST(Blending, PicksTheLargestErrorFirstIndexOnTies) {

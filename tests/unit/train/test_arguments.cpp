@@ -34,16 +34,14 @@ Args without(Args args, const std::string& flag) {
   if (it != args.end()) args.erase(it, it + 2);
   return args;
 }
-ParseOptions collecting(std::vector<std::string>& messages, BuildSupport support = {}) {
+ParseOptions collecting(std::vector<std::string>& messages) {
   ParseOptions options;
   options.messages = &messages;
-  options.support = support;
   return options;
 }
-ParseOptions world(int world_size, BuildSupport support = {}) {
+ParseOptions world(int world_size) {
   ParseOptions options;
   options.world_size = world_size;
-  options.support = support;
   return options;
 }
 std::string problem_of(const Args& args, const ParseOptions& options = {}) {
@@ -125,7 +123,7 @@ TEST(Arguments, PadsVocabularyForTensorParallelism) {
   EXPECT_EQ(model::ModelConfig::padded_vocab_size_for(50304, 128, 1), 50304);
   EXPECT_EQ(format_padded_vocab_line(50257, 50304), " > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)");
   const Arguments tp2 = parse_arguments(with(base(), {"--tensor-model-parallel-size", "2"}),
-                                        world(2, BuildSupport::everything()));
+                                        world(2));
   EXPECT_EQ(padded_vocab_size(tp2, 50257), 50432);
   EXPECT_EQ(padded_vocab_size(parse_arguments(with(base(), {"--padded-vocab-size", "50257"})), 50257), 50257);
 }
@@ -239,8 +237,8 @@ TEST(Arguments, ReportsEachValidationError) {
   }
 }
 
-TEST(Arguments, MegatronsParallelRulesWhenTheBuildSupportsThem) {
-  const ParseOptions all = world(8, BuildSupport::everything());
+TEST(Arguments, MegatronsParallelRules) {
+  const ParseOptions all = world(8);
   const Arguments a = parse_arguments(with(base(), {"--tensor-model-parallel-size", "2", "--sequence-parallel"}), all);
   EXPECT_EQ(a.parallel.data_parallel_size, 4);
   EXPECT_EQ(a.training.global_batch_size, 8);
@@ -272,7 +270,7 @@ TEST(Arguments, MegatronsParallelRulesWhenTheBuildSupportsThem) {
                    "global batch size (3) is not divisible by micro batch size (2) times data parallel size (1)",
                    "--ddp-bucket-size"});
   std::vector<std::string> messages;
-  const Arguments bf16 = parse_arguments(with(base(), {"--bf16"}), collecting(messages, BuildSupport::everything()));
+  const Arguments bf16 = parse_arguments(with(base(), {"--bf16"}), collecting(messages));
   EXPECT_EQ(bf16.precision.params_dtype, "torch.bfloat16");
   EXPECT_TRUE(bf16.precision.accumulate_allreduce_grads_in_fp32);
   expect_contains(messages.at(3), {"accumulate and all-reduce gradients in fp32 for bfloat16 data type."});
@@ -280,15 +278,8 @@ TEST(Arguments, MegatronsParallelRulesWhenTheBuildSupportsThem) {
 
 TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
   const std::vector<Invalid> cases = {
-      {with(base(), {"--tensor-model-parallel-size", "2"}), "--tensor-model-parallel-size 2 is not supported by this build yet (tensor parallelism; only 1)"},
-      {with(base(), {"--tensor-model-parallel-size", "8"}), "--tensor-model-parallel-size 8 is not supported"},
-      {with(base(), {"--pipeline-model-parallel-size", "2"}), "--pipeline-model-parallel-size 2 is not supported by this build yet (pipeline parallelism; only 1)"},
       {with(base(), {"--context-parallel-size", "2"}), "--context-parallel-size 2 is not supported by this build yet (context parallelism; only 1)"},
       {with(base(), {"--expert-model-parallel-size", "2"}), "--expert-model-parallel-size 2 is not supported by this build yet: expert parallelism needs"},
-      {with(base(), {"--num-layers-per-virtual-pipeline-stage", "1"}), "the interleaved pipeline schedule"},
-      {with(base(), {"--use-distributed-optimizer"}), "--use-distributed-optimizer is not supported by this build yet"},
-      {with(base(), {"--bf16"}), "--bf16 is not supported by this build yet: it trains in fp32"},
-      {with(base(), {"--fp16"}), "--fp16 is not supported by this build yet: it trains in fp32"},
       {with(base(), {"--fp8-format", "hybrid"}), "--fp8-format is not supported"},
       {with(base(), {"--position-embedding-type", "mrope"}), "--position-embedding-type mrope is not supported by this build yet"},
       {with(base(), {"--optimizer", "sgd"}), "--optimizer sgd is not supported by this build yet (supported: 'adam')"},
@@ -309,7 +300,6 @@ TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
     expect_contains(message, {c.expected});
     EXPECT_EQ(message.find("problems"), std::string::npos) << "one problem expected: " << message;
   }
-  expect_contains(problem_of(base(), world(2)), {"data parallelism (world size 2 gives data-parallel size 2) is not supported by this build yet: run a single process"});
 }
 
 TEST(Arguments, SequenceParallelIsTurnedOffWithoutTensorParallelism) {
@@ -332,7 +322,7 @@ TEST(Arguments, ReportsAllProblemsTogether) {
   expect_contains(message, {"invalid command line: ", "problems:", "\n  unknown flag --num-layer; did you mean --num-layers?",
                             "\n  argument --hidden-size: invalid int value: 'x'", "\n  --num-layers is required",
                             "\n  --num-attention-heads is required", "\n  --lr is required", "must be greater than or equal to seq_length",
-                            "\n  --tokenizer-type is required", "tensor parallelism; only 1"});
+                            "\n  --tokenizer-type is required", "world size (1) is not divisible by tensor x pipeline x context parallel sizes (2)"});
   EXPECT_EQ(message.find("multiple of --tensor-model-parallel-size"), std::string::npos) << message;
   EXPECT_EQ(message.find("--hidden-size is required"), std::string::npos) << "a bad value is reported once: " << message;
 }
@@ -414,7 +404,7 @@ TEST(Arguments, TheGpt3_175bExampleParsesAtItsWorldSize) {
        "--pipeline-model-parallel-size", "16", "--sequence-parallel", "--use-distributed-optimizer",
        "--num-layers-per-virtual-pipeline-stage", "3", "--bf16", "--tokenizer-type", "NullTokenizer",
        "--vocab-size", "50257"},
-      world(1024, BuildSupport::everything()));
+      world(1024));
   EXPECT_EQ(a.parallel.data_parallel_size, 8);
   EXPECT_EQ(num_microbatches(a), 192);
 }
@@ -427,7 +417,7 @@ TEST(DerivedValues, PaddedVocabSizeBelowTheTokenizersIsRefused) {
                   {"--padded-vocab-size 100 is smaller than the tokenizer's vocabulary (50257 tokens)", "give at least 50257",
                    "padded to 50304"});
   const Arguments tp2 = parse_arguments(with(base(), {"--padded-vocab-size", "101", "--tensor-model-parallel-size", "2"}),
-                                        world(2, BuildSupport::everything()));
+                                        world(2));
   expect_contains(error_of([&] { padded_vocab_size(tp2, 100); }),
                   {"--padded-vocab-size 101 is not divisible by --tensor-model-parallel-size 2"});
 }

@@ -23,7 +23,6 @@ RunPlan plan_of(Args more, int world = 1) {
   args.insert(args.end(), more.begin(), more.end());
   ParseOptions options;
   options.world_size = world;
-  options.support = BuildSupport::everything();
   return make_run_plan(parse_arguments(args, options));
 }
 

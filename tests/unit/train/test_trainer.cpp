@@ -36,8 +36,6 @@ TrainingResult train(const std::vector<std::string>& args, std::string* output =
   std::vector<std::string> messages;
   ParseOptions options;
   options.messages = &messages;
-  options.support.bf16 = true;
-  options.support.fp16 = true;
   std::ostringstream out;
   const TrainingResult r = run_training(parse_arguments(args, options), messages, out);
   if (output) *output = out.str();

@@ -13,6 +13,7 @@
 
 #include "megatron/checkpoint/reshard.h"
 
+#include "megatron/checkpoint/optimizer_state_piece.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_state.h"
 
@@ -20,7 +21,6 @@ namespace megatron::checkpoint {
 namespace {
 
 constexpr const char* kLayers = "decoder.layers.";
-constexpr const char* kStateKeys[] = {"param", "exp_avg", "exp_avg_sq"};
 
 // "model<c>." when a stage has several chunks.
 std::string chunk_prefix(int chunk, int chunks) { return chunks > 1 ? "model" + std::to_string(chunk) + "." : ""; }
@@ -58,12 +58,13 @@ class Resharder {
                      " (a different padded vocabulary? keep --make-vocab-size-divisible-by x TP the same)");
       out.model.emplace_back(name, mine);
       if (!load_optimizer_) continue;
-      for (const char* key : kStateKeys) {
+      for (const OptimizerState state : kOptimizerStates) {
         std::vector<at::Tensor> state_shards;
         for (int t = 0; t < saved_.tp; ++t) {
-          state_shards.push_back(assemble_state(where, key, t, shards[static_cast<std::size_t>(t)]));
+          state_shards.push_back(assemble_state(where, state, t, shards[static_cast<std::size_t>(t)]));
         }
-        pieces.emplace_back(name + "/" + key + "/0", cut(join(state_shards, layout), layout).reshape({-1}).contiguous());
+        pieces.emplace_back(OptimizerStatePiece{name, state, 0}.name(),
+                            cut(join(state_shards, layout), layout).reshape({-1}).contiguous());
       }
     }
     if (load_optimizer_) out.optimizer_parts.push_back(std::move(pieces));
@@ -101,9 +102,8 @@ class Resharder {
       // Of the optimizer files, only the state of the tensors this rank needs from that stage.
       const std::set<std::string>& needed = needed_[stage];
       const TensorFilter keep = [&needed](const std::string& name, std::int64_t) {
-        const auto key = name.rfind('/');
-        const auto param = key == std::string::npos || key == 0 ? std::string::npos : name.rfind('/', key - 1);
-        return param != std::string::npos && needed.contains(name.substr(0, param));
+        const auto piece = parse_optimizer_state_piece(name);
+        return piece && needed.contains(piece->param);
       };
       it = cache_.emplace(folder, load_checkpoint(root_, iteration_, folder, load_optimizer_, false, keep))
                .first;
@@ -119,23 +119,23 @@ class Resharder {
                   parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages), " has no ", name);
   }
 
-  // One saved TP shard's fp32 state `key` of a parameter, from the pieces of every DP rank's file.
-  at::Tensor assemble_state(const Where& where, const char* key, int tp_rank, const at::Tensor& like) {
+  // One saved TP shard's fp32 `state` of a parameter, from the pieces of every DP rank's file.
+  at::Tensor assemble_state(const Where& where, OptimizerState state, int tp_rank, const at::Tensor& like) {
     at::Tensor flat = at::full({like.numel()}, std::numeric_limits<float>::quiet_NaN(), at::kFloat);
     std::int64_t covered = 0;
     std::map<std::int64_t, std::int64_t> seen;  // offset -> size (DP ranks of a plain optimizer repeat pieces)
-    const std::string prefix = where.name + "/" + key + "/";
     for (const auto& part : shard(tp_rank, where.stage).optimizer_parts) {
       for (const auto& [n, data] : part) {
-        if (!n.starts_with(prefix)) continue;
-        const std::int64_t offset = std::stoll(n.substr(prefix.size()));
+        const auto piece = parse_optimizer_state_piece(n);
+        if (!piece || piece->param != where.name || piece->state != state) continue;
+        const std::int64_t offset = piece->offset;
         if (!seen.emplace(offset, data.numel()).second) continue;
         MEGATRON_CHECK(offset + data.numel() <= flat.numel(), "optimizer piece ", n, " runs past its parameter");
         flat.narrow(0, offset, data.numel()).copy_(data);
         covered += data.numel();
       }
     }
-    MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", key, "' of ", where.name,
+    MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", optimizer_state_name(state), "' of ", where.name,
                    " in ", parallel::ParallelState::checkpoint_shard_name(tp_rank, where.stage, saved_.layout.stages),
                    " covers ", covered, " of ", flat.numel(), " elements");
     return flat.view(like.sizes());

@@ -11,19 +11,20 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <unordered_map>
 
+#include "megatron/checkpoint/optimizer_state_piece.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/adamw_ops.h"
 
 namespace megatron::optim {
 namespace {
 
-constexpr const char* kStateKeys[] = {"param", "exp_avg", "exp_avg_sq"};
+using checkpoint::kOptimizerStates;
+using checkpoint::OptimizerStatePiece;
 
-// One checkpoint piece, parsed from "<param>/<key>/<offset>".
+// One checkpoint piece's data at its offset.
 struct Piece {
   std::int64_t offset = 0;
   at::Tensor data;  // 1-D
@@ -219,40 +220,27 @@ void Optimizer::adamw(double lr, double weight_decay, double grad_scale) {
 NamedTensors Optimizer::state() const {
   NamedTensors out;
   const auto& params = buffer_->params();
-  const at::Tensor* tensors[] = {&main_, &exp_avg_, &exp_avg_sq_};
+  const at::Tensor* tensors[] = {&main_, &exp_avg_, &exp_avg_sq_};  // in kOptimizerStates' order
   for (const Segment& s : segments_) {
-    for (int k = 0; k < 3; ++k) {
-      out.emplace_back(
-          str_cat(params[static_cast<std::size_t>(s.param)].first, "/", kStateKeys[k], "/", s.param_offset),
-          tensors[k]->narrow(0, s.main_offset, s.numel));
+    for (std::size_t k = 0; k < kOptimizerStates.size(); ++k) {
+      const OptimizerStatePiece piece{params[static_cast<std::size_t>(s.param)].first, kOptimizerStates[k], s.param_offset};
+      out.emplace_back(piece.name(), tensors[k]->narrow(0, s.main_offset, s.numel));
     }
   }
   return out;
 }
 
-std::optional<Optimizer::PieceName> Optimizer::parse_piece_name(const std::string& name) const {
-  const auto last = name.rfind('/');
-  const auto mid = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('/', last - 1);
-  if (mid == std::string::npos) return std::nullopt;
-  PieceName out;
-  const char* first = name.data() + last + 1;
-  const char* end = name.data() + name.size();
-  const auto [ptr, ec] = std::from_chars(first, end, out.offset);
-  if (ec != std::errc() || ptr != end || first == end || out.offset < 0) return std::nullopt;
-  out.param = name.substr(0, mid);
-  const std::string key = name.substr(mid + 1, last - mid - 1);
-  const auto it = param_index_.find(out.param);
-  const auto* k = std::find(std::begin(kStateKeys), std::end(kStateKeys), key);
-  out.index = it == param_index_.end() ? -1 : it->second;
-  out.key = k == std::end(kStateKeys) ? -1 : static_cast<int>(k - std::begin(kStateKeys));
-  return out;
+int Optimizer::param_index(const std::string& name) const {
+  const auto it = param_index_.find(name);
+  return it == param_index_.end() ? -1 : it->second;
 }
 
 bool Optimizer::needs_state_piece(const std::string& name, std::int64_t numel) const {
-  const auto piece = parse_piece_name(name);
-  if (!piece || piece->index < 0 || piece->key < 0) return true;  // load_state reports it
+  const auto piece = checkpoint::parse_optimizer_state_piece(name);
+  const int index = piece ? param_index(piece->param) : -1;
+  if (index < 0) return true;  // load_state reports it
   for (const Segment& s : segments_) {
-    if (s.param == piece->index && piece->offset < s.param_offset + s.numel && s.param_offset < piece->offset + numel) {
+    if (s.param == index && piece->offset < s.param_offset + s.numel && s.param_offset < piece->offset + numel) {
       return true;
     }
   }
@@ -262,28 +250,24 @@ bool Optimizer::needs_state_piece(const std::string& name, std::int64_t numel) c
 void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) {
   const auto& params = buffer_->params();
   // by_param[param][key] = pieces sorted by offset
-  std::vector<std::array<std::vector<Piece>, 3>> by_param(params.size());
+  std::vector<std::array<std::vector<Piece>, kOptimizerStates.size()>> by_param(params.size());
   std::vector<std::string> errors;
   for (const auto& [name, data] : pieces) {
-    const auto piece = parse_piece_name(name);
-    if (!piece) {
-      errors.push_back(str_cat("optimizer state entry '", name, "' is not named <param>/<key>/<offset>"));
+    std::string why;
+    const auto piece = checkpoint::parse_optimizer_state_piece(name, &why);
+    const int index = piece ? param_index(piece->param) : -1;
+    if (index < 0) {
+      errors.push_back(str_cat("optimizer state entry '", name, "' ", piece ? "names no parameter of this model" : why,
+                               "; was the checkpoint saved with another model?"));
       continue;
     }
-    if (piece->index < 0 || piece->key < 0) {
-      errors.push_back(str_cat("optimizer state entry '", name, "' names ",
-                               piece->index < 0 ? "no parameter of this model" : "an unknown state key",
-                               " (keys: param, exp_avg, exp_avg_sq); was the checkpoint saved with another model?"));
-      continue;
-    }
-    const std::int64_t numel = params[static_cast<std::size_t>(piece->index)].second.numel();
+    const std::int64_t numel = params[static_cast<std::size_t>(index)].second.numel();
     if (data.dim() != 1 || piece->offset + data.numel() > numel) {
       errors.push_back(str_cat("optimizer state entry '", name, "' has shape ", data.sizes(), " at offset ",
                                piece->offset, ", but ", piece->param, " has ", numel, " elements"));
       continue;
     }
-    by_param[static_cast<std::size_t>(piece->index)][static_cast<std::size_t>(piece->key)].push_back(
-        {piece->offset, data});
+    by_param[static_cast<std::size_t>(index)][static_cast<std::size_t>(piece->state)].push_back({piece->offset, data});
   }
   for (auto& keys : by_param) {
     for (auto& list : keys) {
@@ -302,7 +286,8 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
   for (const Segment& s : segments_) {
     const std::string& param = params[static_cast<std::size_t>(s.param)].first;
     const std::int64_t begin = s.param_offset, end = s.param_offset + s.numel;
-    for (std::size_t k = 0; k < 3; ++k) {
+    for (std::size_t k = 0; k < kOptimizerStates.size(); ++k) {
+      const std::string_view state = checkpoint::optimizer_state_name(kOptimizerStates[k]);
       std::int64_t reached = begin;
       bool from_piece = false;
       for (const Piece& piece : by_param[static_cast<std::size_t>(s.param)][k]) {
@@ -310,10 +295,10 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
         if (piece_end <= begin) continue;
         if (piece.offset >= end) break;
         if (piece.offset > reached) {
-          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [", reached, ", ",
+          errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [", reached, ", ",
                                    piece.offset, ") are missing"));
         } else if (piece.offset < reached && from_piece) {
-          errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [",
+          errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [",
                                    std::max(piece.offset, begin), ", ", std::min(reached, piece_end),
                                    ") are in two pieces"));
         }
@@ -321,7 +306,7 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
         from_piece = true;
       }
       if (reached < end) {
-        errors.push_back(str_cat("optimizer state '", kStateKeys[k], "' of ", param, ": elements [", reached, ", ", end,
+        errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [", reached, ", ", end,
                                  ") are missing (pieces from every data-parallel rank needed)"));
       }
     }

@@ -112,14 +112,8 @@ class Optimizer {
     std::int64_t numel = 0;
   };
 
-  // A piece's name "<param>/<key>/<offset>" taken apart; index and key -1 when unknown.
-  struct PieceName {
-    std::string param;
-    int index = -1;
-    int key = -1;
-    std::int64_t offset = 0;
-  };
-  std::optional<PieceName> parse_piece_name(const std::string& name) const;
+  // The index of a parameter by name, -1 when this model has none of that name.
+  int param_index(const std::string& name) const;
   void copy_main_to_model();
   // The owned gradients as fp32 main gradients in main_grad_ (nothing to do when it aliases the
   // grad buffer).

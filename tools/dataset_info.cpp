@@ -8,7 +8,6 @@
 #include <string>
 
 #include "megatron/core/check.h"
-#include "megatron/core/cli.h"
 #include "megatron/core/cli_app.h"
 #include "megatron/core/tool_main.h"
 #include "megatron/data/dataset_summary.h"

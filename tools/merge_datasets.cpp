@@ -7,7 +7,6 @@
 #include <string>
 
 #include "megatron/core/check.h"
-#include "megatron/core/cli.h"
 #include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"

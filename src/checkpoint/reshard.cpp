@@ -224,11 +224,7 @@ void load_parameters(const NamedTensors& params, const NamedTensors& saved,
     by_name.erase(it);
   }
   for (const auto& [name, t] : by_name) problems.push_back(name + ": in the checkpoint but not in this model");
-  if (!problems.empty()) {
-    std::string message = "checkpoint " + where + " does not fit the model:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("checkpoint " + where + " does not fit the model", problems, ProblemHeading::kList);
   at::NoGradGuard no_grad;
   for (const auto& [param, value] : copies) param->copy_(*value);
 }

@@ -8,6 +8,15 @@ namespace megatron {
 
 void throw_error(std::string message) { throw Error(std::move(message)); }
 
+void throw_if_problems(std::string_view context, const std::vector<std::string>& problems, ProblemHeading heading) {
+  if (problems.empty()) return;
+  std::string message(context);
+  if (heading == ProblemHeading::kCounted && problems.size() == 1) throw Error(message + ": " + problems.front());
+  message += heading == ProblemHeading::kCounted ? ": " + std::to_string(problems.size()) + " problems:" : ":";
+  for (const auto& p : problems) message += "\n  " + p;
+  throw Error(std::move(message));
+}
+
 void throw_system_error(std::string message) {
   const int err = errno;
   message += ": ";

@@ -151,15 +151,4 @@ std::string repeated_flag_note(std::string_view flag, std::size_t times, const s
          (several ? "values (" : "value (") + join(values, " ") + (several ? ") are used" : ") is used");
 }
 
-void throw_if_problems(const std::string& context, const std::vector<std::string>& problems) {
-  if (problems.empty()) return;
-  std::string message = context + (problems.size() == 1 ? ": " : ": " + std::to_string(problems.size()) + " problems:");
-  if (problems.size() == 1) {
-    message += problems.front();
-  } else {
-    for (const auto& p : problems) message += "\n  " + p;
-  }
-  throw_error(message);
-}
-
 }  // namespace megatron

@@ -326,11 +326,7 @@ std::vector<std::string> PreprocessOptions::validate() const {
 PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const PreprocessOptions& options,
                            std::ostream& out, std::ostream& err) {
   const auto problems = options.validate();
-  if (!problems.empty()) {
-    std::string message = "invalid preprocessing options:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("invalid preprocessing options", problems, ProblemHeading::kList);
   const auto startup_start = Clock::now();
   PreprocessStats stats;
   out << "Opening " << options.inputs.front() << std::endl;

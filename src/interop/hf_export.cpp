@@ -55,9 +55,8 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
                        ": HuggingFace's GPT-2 takes learned_absolute + LayerNorm + GeLU and Llama rope + RMSNorm + "
                        "--swiglu; this mix is neither");
   }
-  std::string message = "this model cannot be written in HuggingFace's format:";
-  for (const auto& p : problems) message += "\n  " + p;
-  MEGATRON_FAIL(message);
+  throw_if_problems("this model cannot be written in HuggingFace's format", problems, ProblemHeading::kList);
+  MEGATRON_FAIL("internal error: no HuggingFace family and no problem found");
 }
 
 HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,

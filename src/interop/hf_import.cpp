@@ -181,11 +181,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.num_query_groups, tp, "the key/value heads", "--target-tensor-parallel-size");
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
-  if (!problems.empty()) {
-    std::string message = config_path + ": this model cannot be imported:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
   tokenizer::TokenizerOptions tokenizer_options;
   tokenizer_options.vocab_file = vocab_file;
   tokenizer_options.merge_file = merge_file;

@@ -59,11 +59,7 @@ GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& p
       pre_process_(stage.pre_process),
       post_process_(stage.post_process) {
   const auto problems = layout_problems(config, pc);
-  if (!problems.empty()) {
-    std::string message = "invalid model configuration:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("invalid model configuration", problems, ProblemHeading::kList);
   const auto opts = parameter_options(options);
   // Draws in the single-process order; a later pipeline stage draws (and drops) the earlier
   // stages' parameters first, so its own start from the single-process values too.

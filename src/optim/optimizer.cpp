@@ -311,11 +311,7 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
       }
     }
   }
-  if (!errors.empty()) {
-    std::string message = "cannot load the optimizer state:";
-    for (const auto& e : errors) message += "\n  " + e;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("cannot load the optimizer state", errors, ProblemHeading::kList);
   at::NoGradGuard no_grad;
   at::Tensor* tensors[] = {&main_, &exp_avg_, &exp_avg_sq_};
   for (const Segment& s : segments_) {

@@ -91,11 +91,7 @@ std::vector<std::string> ParallelConfig::validate() const {
 
 ParallelState::ParallelState(const ParallelConfig& config, int rank) : config_(config), rank_(rank) {
   const auto problems = config.validate();
-  if (!problems.empty()) {
-    std::string message = "invalid parallel layout:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("invalid parallel layout", problems, ProblemHeading::kList);
   MEGATRON_CHECK(rank >= 0 && rank < config.world_size, "rank ", rank, " is outside the world of ", config.world_size);
   const RankGenerator gen(config.tp, 1, config.dp(), config.pp, config.cp, config.order());
   tp_group_ = group_of(gen.groups("tp"), rank);

@@ -201,11 +201,7 @@ PipelinePhases pipeline_phases(const PipelineShape& shape, int stage) {
 
 std::vector<PipelineEvent> pipeline_schedule(const PipelineShape& shape, int stage) {
   const auto problems = shape.validate();
-  if (!problems.empty()) {
-    std::string message = "invalid pipeline schedule:";
-    for (const auto& p : problems) message += "\n  " + p;
-    MEGATRON_FAIL(message);
-  }
+  throw_if_problems("invalid pipeline schedule", problems, ProblemHeading::kList);
   MEGATRON_CHECK(stage >= 0 && stage < shape.stages, "internal error: stage ", stage, " of ", shape.stages);
   return shape.chunks == 1 ? one_f_one_b(shape, stage) : interleaved(shape, stage);
 }

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "argument_fields.h"
-#include "megatron/core/cli.h"
+#include "megatron/core/check.h"
 
 namespace megatron::train {
 

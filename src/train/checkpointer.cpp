@@ -17,10 +17,7 @@ namespace {
 
 void refuse_another_model(const model::ModelConfig& ours, const model::ModelConfig& saved, const std::string& folder) {
   const auto differences = ours.shape_differences_from(saved);
-  if (differences.empty()) return;
-  std::string message = "checkpoint " + folder + " was saved for a different model:";
-  for (const auto& d : differences) message += "\n  " + d;
-  MEGATRON_FAIL(message);
+  throw_if_problems("checkpoint " + folder + " was saved for a different model", differences, ProblemHeading::kList);
 }
 
 }  // namespace

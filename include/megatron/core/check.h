@@ -7,7 +7,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 namespace megatron {
 
@@ -27,6 +29,15 @@ std::string str_cat(Parts&&... parts) {
 
 // Error from a failed system call: appends strerror(errno) to the message.
 [[noreturn]] void throw_system_error(std::string message);
+
+// Problems found together are reported together. kList: "<context>:" and one indented line per
+// problem ("\n  <problem>"). kCounted (the command-line form): "<context>: <problem>" for one,
+// "<context>: N problems:" and the indented lines for more.
+enum class ProblemHeading { kList, kCounted };
+
+// Throws megatron::Error with every problem when there is any.
+void throw_if_problems(std::string_view context, const std::vector<std::string>& problems,
+                       ProblemHeading heading = ProblemHeading::kCounted);
 
 }  // namespace megatron
 

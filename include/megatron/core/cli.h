@@ -60,7 +60,5 @@ std::vector<std::string> unknown_flag_problems(const std::vector<std::string>& e
 // the last occurrence; several make it "the last values (a b) are used").
 std::string repeated_flag_note(std::string_view flag, std::size_t times, const std::vector<std::string>& values);
 
-// Throws megatron::Error listing every problem (one per line) when there is any.
-void throw_if_problems(const std::string& context, const std::vector<std::string>& problems);
 
 }  // namespace megatron

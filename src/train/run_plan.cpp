@@ -22,13 +22,10 @@ model::ModelConfig model_config(const Arguments& args) {
   c.kv_channels = m.kv_channels;
   c.seq_length = m.seq_length;
   c.max_position_embeddings = m.max_position_embeddings;
-  c.position_embedding = m.position_embedding_type == PositionEmbeddingType::kRope
-                             ? model::PositionEmbedding::kRope
-                             : model::PositionEmbedding::kLearnedAbsolute;
+  c.position_embedding = m.position_embedding_type;
   c.rotary_base = static_cast<double>(m.rotary_base);
   c.rotary_percent = m.rotary_percent;
-  c.normalization = m.normalization == Normalization::kRmsNorm ? model::Normalization::kRmsNorm
-                                                                : model::Normalization::kLayerNorm;
+  c.normalization = m.normalization;
   c.norm_epsilon = m.norm_epsilon;
   c.swiglu = m.swiglu;
   c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
@@ -61,20 +58,9 @@ optim::SchedulerConfig scheduler_config(const Arguments& args) {
   c.init_lr = s.init_lr;
   c.warmup_steps = s.warmup_steps;
   c.decay_steps = s.decay_steps;
-  switch (s.decay_style) {
-    case LrDecayStyle::kConstant: c.decay_style = optim::LrDecayStyle::kConstant; break;
-    case LrDecayStyle::kLinear: c.decay_style = optim::LrDecayStyle::kLinear; break;
-    case LrDecayStyle::kCosine: c.decay_style = optim::LrDecayStyle::kCosine; break;
-    case LrDecayStyle::kInverseSquareRoot: c.decay_style = optim::LrDecayStyle::kInverseSquareRoot; break;
-    case LrDecayStyle::kWsd: c.decay_style = optim::LrDecayStyle::kWsd; break;
-  }
+  c.decay_style = s.decay_style;
   c.wsd_decay_steps = s.wsd_decay_steps.value_or(0);
-  switch (s.wsd_decay_style) {
-    case WsdDecayStyle::kExponential: c.wsd_decay_style = optim::WsdDecayStyle::kExponential; break;
-    case WsdDecayStyle::kLinear: c.wsd_decay_style = optim::WsdDecayStyle::kLinear; break;
-    case WsdDecayStyle::kCosine: c.wsd_decay_style = optim::WsdDecayStyle::kCosine; break;
-    case WsdDecayStyle::kMinusSqrt: c.wsd_decay_style = optim::WsdDecayStyle::kMinusSqrt; break;
-  }
+  c.wsd_decay_style = s.wsd_decay_style;
   c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
   c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
   c.wd_incr_steps = s.weight_decay_incr_steps;

@@ -12,12 +12,16 @@
 #include <string_view>
 #include <vector>
 
+#include "megatron/model/model_config.h"     // the model's enums (no LibTorch)
+#include "megatron/optim/param_scheduler.h"  // the scheduler's enums (a header without LibTorch)
+
 namespace megatron::train {
 
-enum class PositionEmbeddingType { kLearnedAbsolute, kRope };
-enum class Normalization { kLayerNorm, kRmsNorm };
-enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWsd };
-enum class WsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };
+// The choice flags that select a module's behaviour hold that module's own enum.
+using PositionEmbeddingType = model::PositionEmbedding;
+using Normalization = model::Normalization;
+using LrDecayStyle = optim::LrDecayStyle;
+using WsdDecayStyle = optim::WsdDecayStyle;
 
 // An enum value with its Megatron spelling (the flag choice and the dumped str()).
 template <typename E>

@@ -78,8 +78,11 @@ RC=0
 faketime -f "+0 x120" "${RUN[@]}" --exit-duration-in-mins 1 --save "$WORK/ckpt_time" --save-interval 1000 \
   >"$WORK/time.txt" 2>&1 || RC=$?
 [[ $RC -eq 0 ]] || { show "$WORK/time.txt" log; fail "exit code $RC, expected 0"; }
-grep -qE '^\[exiting program after 1\.[0-9]+ minutes\] datetime: [0-9-]+ [0-9:.]+ $' "$WORK/time.txt" ||
-  { show "$WORK/time.txt" log; fail "no Megatron exit line for the duration"; }
+# The minutes are at least the limit; how far past it depends on the machine's load (an iteration
+# of a busy machine is minutes of this fast clock).
+minutes=$(sed -nE 's/^\[exiting program after ([0-9]+\.[0-9]+) minutes\] datetime: [0-9-]+ [0-9:.]+ $/\1/p' "$WORK/time.txt")
+[[ -n $minutes ]] && awk -v m="$minutes" 'BEGIN { exit !(m >= 1) }' ||
+  { show "$WORK/time.txt" log; fail "no Megatron exit line for the duration (at least 1 minute)"; }
 stopped=$(cat "$WORK/ckpt_time/latest_checkpointed_iteration.txt")
 last=$(losses "$WORK/time.txt" | tail -1 | cut -d' ' -f1)
 [[ $stopped == "$last" && $stopped -ge 1 && $stopped -lt 400 ]] ||

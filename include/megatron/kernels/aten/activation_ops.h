@@ -1,7 +1,8 @@
 // Tensor-facing bias + GeLU (tanh) and SwiGLU (activations.h kernels) and their plain ATen
 // references. Entries take contiguous CUDA tensors of float32, bfloat16 or float16 and run on the
 // current stream; bias gradients are the row sums of grad_input, reduced in fp32. References run
-// on CPU or CUDA in fp32 math, rounding to the input's dtype.
+// on CPU or CUDA in fp32 math, rounding to the input's dtype; an fp32 GeLU off the kernel path (CPU
+// ranks) runs ATen's fused gelu(tanh) and gelu_backward instead.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,6 +1,7 @@
 // ATen-facing cross entropy from logits (spec 10.7), single-rank and vocab-parallel, without a
-// softmax or an fp32 copy of the logits: the CUDA kernels for fp32/bf16/fp16 CUDA logits, plain
-// ATen references (also the fallback and the CPU path) otherwise.
+// softmax or an fp32 copy of the logits: the CUDA kernels for fp32/bf16/fp16 CUDA logits, the same
+// arithmetic through ATen's fused row kernels (amax, log_softmax) otherwise (CPU ranks). The plain
+// ATen references are what both are tested against.
 //
 // Vocab-parallel with ONE all-reduce: each TP rank r computes its shard's stats (max m_r, sum
 // s_r = sum exp(x - m_r), target logit t_r, 0 unless the target is in the shard) and packs them

@@ -1,7 +1,8 @@
 // Tensor-facing LayerNorm / RMSNorm (norms.h kernels) and their plain ATen references. The entries
 // take contiguous CUDA tensors of float32, bfloat16 or float16 normalised over the last dim, run on
 // the current CUDA stream, and fall back to the reference for hidden sizes the kernels do not
-// handle. The references run on CPU or CUDA, computing in fp32 and rounding outputs to x's dtype.
+// handle. The references run on CPU or CUDA, computing in fp32 and rounding outputs to x's dtype;
+// an fp32 LayerNorm off the kernel path (CPU ranks) runs ATen's fused native_layer_norm instead.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,6 +1,6 @@
 // ATen-facing scaled causal (upper-triangular) masked softmax, Megatron's
-// ScaledUpperTriangMaskedSoftmax: the CUDA kernel for fp32/bf16/fp16 CUDA tensors, the plain ATen
-// reference (also the fallback, and the only path on CPU) for everything else.
+// ScaledUpperTriangMaskedSoftmax: the CUDA kernel for fp32/bf16/fp16 CUDA tensors; otherwise ATen's
+// fused softmax and softmax backward for fp32 (CPU ranks), the plain ATen reference for the rest.
 #pragma once
 
 #include <ATen/ATen.h>

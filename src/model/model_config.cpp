@@ -55,17 +55,12 @@ namespace {
 
 using nlohmann::json;
 
-// Megatron's choice strings for each enum, in enum order.
-constexpr const char* kPositionNames[] = {"learned_absolute", "rope"};
-constexpr const char* kNormNames[] = {"LayerNorm", "RMSNorm"};
-constexpr const char* kBackendNames[] = {"auto", "flash", "fused", "unfused", "local"};
-constexpr const char* kGranularityNames[] = {nullptr, "selective", "full"};  // none: Megatron's None
-constexpr const char* kMethodNames[] = {"uniform", "block"};
-
-template <typename E, std::size_t N>
-json enum_json(E value, const char* const (&names)[N]) {
-  const char* name = names[static_cast<std::size_t>(value)];
-  return name == nullptr ? json(nullptr) : json(name);
+// An enum as Megatron's name (the model's tables in model_config.h); a value without a name (no
+// recomputation) is Megatron's None.
+template <typename E>
+json enum_json(E value) {
+  const std::string_view name = enum_name(value);
+  return name.empty() ? json(nullptr) : json(std::string(name));
 }
 
 // Reads j[key] into `field` when present; the wrong type or an unknown choice names the key.
@@ -80,24 +75,23 @@ class Reader {
     MEGATRON_CHECK(ok, "model configuration: '", key, "' is ", v.dump(), ", not ", std::is_same_v<T, bool> ? "true or false" : "a number");
     field = v.get<T>();
   }
-  template <typename E, std::size_t N>
-  void choice(const char* key, E& field, const char* const (&names)[N]) {
+  template <typename E>
+  void choice(const char* key, E& field) {
     if (!j_.contains(key)) return;
     const json& v = j_.at(key);
-    for (std::size_t i = 0; i < N; ++i) {
-      if (names[i] == nullptr ? v.is_null() : v.is_string() && v.get<std::string>() == names[i]) {
-        field = static_cast<E>(i);
-        return;
-      }
-    }
-    MEGATRON_FAIL("model configuration: '", key, "' is ", v.dump(), ", not one of its choices");
+    const auto value = v.is_string() ? parse_enum<E>(v.get<std::string>())
+                       : v.is_null() && enum_name(E{}).empty() ? std::optional<E>(E{})
+                                                               : std::nullopt;
+    MEGATRON_CHECK(value.has_value(), "model configuration: '", key, "' is ", v.dump(), ", not one of ",
+                   quoted_enum_names<E>());
+    field = *value;
   }
 
  private:
   const json& j_;
 };
 
-// The members in one list, for both directions: f(key, member) or f.choice(key, member, names).
+// The members in one list, for both directions: f(key, member) or f.choice(key, member).
 template <typename Config, typename F>
 void visit_fields(Config& c, F& f) {
   f("num_layers", c.num_layers);
@@ -108,11 +102,11 @@ void visit_fields(Config& c, F& f) {
   f("kv_channels", c.kv_channels);
   f("seq_length", c.seq_length);
   f("max_position_embeddings", c.max_position_embeddings);
-  f.choice("position_embedding_type", c.position_embedding, kPositionNames);
+  f.choice("position_embedding_type", c.position_embedding);
   f("rotary_base", c.rotary_base);
   f("rotary_percent", c.rotary_percent);
   f("rotary_interleaved", c.rotary_interleaved);
-  f.choice("normalization", c.normalization, kNormNames);
+  f.choice("normalization", c.normalization);
   f("norm_epsilon", c.norm_epsilon);
   f("swiglu", c.swiglu);
   f("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
@@ -125,9 +119,9 @@ void visit_fields(Config& c, F& f) {
   f("bias_activation_fusion", c.bias_activation_fusion);
   f("masked_softmax_fusion", c.masked_softmax_fusion);
   f("apply_rope_fusion", c.apply_rope_fusion);
-  f.choice("attention_backend", c.attention_backend, kBackendNames);
-  f.choice("recompute_granularity", c.recompute_granularity, kGranularityNames);
-  f.choice("recompute_method", c.recompute_method, kMethodNames);
+  f.choice("attention_backend", c.attention_backend);
+  f.choice("recompute_granularity", c.recompute_granularity);
+  f.choice("recompute_method", c.recompute_method);
   f("recompute_num_layers", c.recompute_num_layers);
 }
 
@@ -137,9 +131,9 @@ class Writer {
   void operator()(const char* key, const T& field) {
     j[key] = field;
   }
-  template <typename E, std::size_t N>
-  void choice(const char* key, const E& field, const char* const (&names)[N]) {
-    j[key] = enum_json(field, names);
+  template <typename E>
+  void choice(const char* key, const E& field) {
+    j[key] = enum_json(field);
   }
   json j = json::object();
 };

@@ -54,8 +54,10 @@ std::string python_str(T value) {
 template <typename E>
   requires std::is_enum_v<E>
 std::string python_str(E value) {
-  return std::string(to_string(value));
+  return std::string(enum_name(value));
 }
+// --attention-backend holds a Python enum (AttnBackend) in Megatron: str() prints its class.
+std::string python_str(AttentionBackend value) { return "AttnBackend." + std::string(enum_name(value)); }
 std::string python_str(const std::vector<std::string>& values) {
   std::string out = "[";
   for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + python_repr(values[i]);

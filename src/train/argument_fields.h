@@ -3,6 +3,7 @@
 // dumped and saved. Private to the train module.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,13 +28,38 @@ enum class DumpStyle {
   kIntWhenDefault,  // argparse type=float with an int default (2**32, 1000): the default prints as int
 };
 
+// A choice flag's values. `megatron` lists argparse's choices in Megatron's order (its "invalid
+// choice" message); `implemented` those this build runs: a Megatron choice outside it is refused
+// as "not supported by this build yet". An enum field's implemented choices are its enum's names
+// (megatron/core/enum_names.h); a list left empty means the same list as the other.
+struct Choices {
+  std::span<const std::string_view> megatron;
+  std::span<const std::string_view> implemented;
+};
+
 struct FieldSpec {
   std::string_view dest;
   std::string_view flags;  // CLI11 names, "--a,--b" for aliases; empty for kDerived
   FlagKind kind;
   std::string_view help;
   DumpStyle dump = DumpStyle::kPlain;
+  Choices choices = {};
 };
+
+// Megatron's choices for the choice flags whose values are strings here, or whose enum implements
+// only some of them.
+inline constexpr std::string_view kPositionEmbeddingChoices[] = {"learned_absolute", "rope", "yarn", "mrope", "relative", "none"};
+inline constexpr std::string_view kOptimizerChoices[] = {"adam", "sgd", "muon", "dist_muon", "lion", "soap", "adaptive_muon"};
+inline constexpr std::string_view kImplementedOptimizers[] = {"adam"};
+inline constexpr std::string_view kDataloaderChoices[] = {"single", "cyclic", "external"};
+inline constexpr std::string_view kImplementedDataloaders[] = {"single"};
+inline constexpr std::string_view kTokenizerChoices[] = {
+    "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
+    "GPTSentencePieceTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer",
+    "NullTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
+inline constexpr std::string_view kImplementedTokenizers[] = {"GPT2BPETokenizer", "NullTokenizer"};
+inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
+inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
 // Calls f(spec, field) for every field of `a` (Arguments or const Arguments).
 template <typename A, typename F>
@@ -49,7 +75,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"kv_channels", "--kv-channels", K::kValue, "Head size; default hidden-size / num-attention-heads."}, m.kv_channels);
   f(FieldSpec{"seq_length", "--seq-length", K::kValue, "Training sequence length (required)."}, m.seq_length);
   f(FieldSpec{"max_position_embeddings", "--max-position-embeddings", K::kValue, "Position table size (required, >= seq-length)."}, m.max_position_embeddings);
-  f(FieldSpec{"position_embedding_type", "--position-embedding-type", K::kValue, "learned_absolute or rope."}, m.position_embedding_type);
+  f(FieldSpec{"position_embedding_type", "--position-embedding-type", K::kValue, "learned_absolute or rope.", DumpStyle::kPlain, {kPositionEmbeddingChoices, {}}}, m.position_embedding_type);
   f(FieldSpec{"use_rotary_position_embeddings", "--use-rotary-position-embeddings", K::kStoreTrue, "Deprecated: --position-embedding-type rope."}, m.use_rotary_position_embeddings);
   f(FieldSpec{"rotary_base", "--rotary-base", K::kValue, "Rotary embedding base."}, m.rotary_base);
   f(FieldSpec{"rotary_percent", "--rotary-percent", K::kValue, "Fraction of the head dimension rotated."}, m.rotary_percent);
@@ -88,13 +114,13 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"seed", "--seed", K::kValue, "Random seed (positive)."}, t.seed);
 
   auto& o = a.optimizer;
-  f(FieldSpec{"optimizer", "--optimizer", K::kValue, "adam (AdamW) in this build."}, o.optimizer);
+  f(FieldSpec{"optimizer", "--optimizer", K::kValue, "adam (AdamW) in this build.", DumpStyle::kPlain, {kOptimizerChoices, kImplementedOptimizers}}, o.optimizer);
   f(FieldSpec{"lr", "--lr", K::kValue, "Peak learning rate (required)."}, o.lr);
   f(FieldSpec{"min_lr", "--min-lr", K::kValue, "Learning rate floor of the decay."}, o.min_lr);
   f(FieldSpec{"weight_decay", "--weight-decay", K::kValue, "Decoupled weight decay (not on biases and 1-D parameters)."}, o.weight_decay);
   f(FieldSpec{"start_weight_decay", "--start-weight-decay", K::kValue, "Weight decay at the start (non-constant increment styles)."}, o.start_weight_decay);
   f(FieldSpec{"end_weight_decay", "--end-weight-decay", K::kValue, "Weight decay at the end (non-constant increment styles)."}, o.end_weight_decay);
-  f(FieldSpec{"weight_decay_incr_style", "--weight-decay-incr-style", K::kValue, "constant in this build."}, o.weight_decay_incr_style);
+  f(FieldSpec{"weight_decay_incr_style", "--weight-decay-incr-style", K::kValue, "How weight decay moves from --start-weight-decay to --end-weight-decay over training: constant, linear or cosine."}, o.weight_decay_incr_style);
   f(FieldSpec{"clip_grad", "--clip-grad", K::kValue, "Clip the global gradient L2 norm to this (0: off)."}, o.clip_grad);
   f(FieldSpec{"adam_beta1", "--adam-beta1", K::kValue, "Adam beta1."}, o.adam_beta1);
   f(FieldSpec{"adam_beta2", "--adam-beta2", K::kValue, "Adam beta2."}, o.adam_beta2);
@@ -120,7 +146,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"test_data_path", "--test-data-path", K::kList, "Separate test datasets."}, d.test_data_path);
   f(FieldSpec{"mock_data", "--mock-data", K::kStoreTrue, "Train on generated mock data."}, d.mock_data);
   f(FieldSpec{"data_cache_path", "--data-cache-path", K::kValue, "Folder for the dataset index caches."}, d.data_cache_path);
-  f(FieldSpec{"dataloader_type", "--dataloader-type", K::kValue, "single in this build."}, d.dataloader_type);
+  f(FieldSpec{"dataloader_type", "--dataloader-type", K::kValue, "single in this build.", DumpStyle::kPlain, {kDataloaderChoices, kImplementedDataloaders}}, d.dataloader_type);
   f(FieldSpec{"num_workers", "--num-workers", K::kValue, "GPU ranks: micro-batches read ahead on a background thread, 2 per worker; 0 reads them on the training thread. CPU ranks read on the training thread (a thread would take cores from the computation)."}, d.num_workers);
   f(FieldSpec{"num_dataset_builder_threads", "--num-dataset-builder-threads", K::kValue, "Threads building dataset indices."}, d.num_dataset_builder_threads);
   f(FieldSpec{"mid_level_dataset_surplus", "--mid-level-dataset-surplus", K::kValue, "Extra samples built per blended dataset."}, d.mid_level_dataset_surplus);
@@ -130,7 +156,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader."}, d.create_attention_mask_in_dataloader);
 
   auto& k = a.tokenizer;
-  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer or NullTokenizer."}, k.tokenizer_type);
+  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer or NullTokenizer.", DumpStyle::kPlain, {kTokenizerChoices, kImplementedTokenizers}}, k.tokenizer_type);
   f(FieldSpec{"vocab_file", "--vocab-file", K::kValue, "GPT-2 vocab.json."}, k.vocab_file);
   f(FieldSpec{"merge_file", "--merge-file", K::kValue, "GPT-2 merges.txt."}, k.merge_file);
   f(FieldSpec{"vocab_size", "--vocab-size", K::kValue, "Vocabulary size (NullTokenizer)."}, k.vocab_size);
@@ -183,7 +209,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"overlap_param_gather", "--overlap-param-gather", K::kStoreTrue, "Overlap the parameter all-gather (distributed optimizer)."}, p.overlap_param_gather);
   f(FieldSpec{"overlap_p2p_comm", "--no-overlap-p2p-communication", K::kStoreFalse, "Do not overlap pipeline communication."}, p.overlap_p2p_comm);
   f(FieldSpec{"use_tp_pp_dp_mapping", "--use-tp-pp-dp-mapping", K::kStoreTrue, "Rank order tp-cp-ep-pp-dp."}, p.use_tp_pp_dp_mapping);
-  f(FieldSpec{"distributed_backend", "--distributed-backend", K::kValue, "nccl or gloo."}, p.distributed_backend);
+  f(FieldSpec{"distributed_backend", "--distributed-backend", K::kValue, "nccl or gloo.", DumpStyle::kPlain, {kDistributedBackendChoices, {}}}, p.distributed_backend);
   f(FieldSpec{"distributed_timeout_minutes", "--distributed-timeout-minutes", K::kValue, "Collective timeout in minutes."}, p.distributed_timeout_minutes);
   f(FieldSpec{"local_rank", "--local-rank", K::kValue, "Local rank (default: LOCAL_RANK)."}, p.local_rank);
   f(FieldSpec{"world_size", "", K::kDerived, ""}, p.world_size);
@@ -204,7 +230,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"grad_reduce_in_bf16", "--grad-reduce-in-bf16", K::kStoreTrue, "Reduce gradients in bf16."}, x.grad_reduce_in_bf16);
   f(FieldSpec{"fp16_lm_cross_entropy", "--fp16-lm-cross-entropy", K::kStoreTrue, "Cross entropy in fp16."}, x.fp16_lm_cross_entropy);
   f(FieldSpec{"fp32_residual_connection", "--fp32-residual-connection", K::kStoreTrue, "Residual stream in fp32."}, x.fp32_residual_connection);
-  f(FieldSpec{"fp8", "--fp8-format", K::kValue, "FP8 format (e4m3 or hybrid)."}, x.fp8);
+  f(FieldSpec{"fp8", "--fp8-format", K::kValue, "FP8 format (e4m3 or hybrid).", DumpStyle::kPlain, {kFp8FormatChoices, {}}}, x.fp8);
   f(FieldSpec{"params_dtype", "", K::kDerived, ""}, x.params_dtype);
 }
 

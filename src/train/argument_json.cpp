@@ -1,6 +1,7 @@
 // The resolved Arguments as one flat JSON object keyed by argparse dest names (the dump's names),
 // written to the run folder and into every checkpoint, and read back with type checks.
 // Non-finite floats are written as the strings "inf", "-inf", "nan" (JSON has no such numbers).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -33,7 +34,7 @@ json to_value(T v) {
 template <typename E>
   requires std::is_enum_v<E>
 json to_value(E v) {
-  return std::string(to_string(v));
+  return std::string(enum_name(v));
 }
 json to_value(const std::vector<std::string>& v) { return v; }
 template <typename T>
@@ -82,15 +83,11 @@ struct Reader {
   template <typename E>
     requires std::is_enum_v<E>
   std::string read(const json& j, E& field) {
-    std::string choices;
-    for (const auto& entry : enum_names(E{})) {
-      if (j.is_string() && j.get<std::string>() == entry.name) {
-        field = entry.value;
-        return "";
-      }
-      choices += (choices.empty() ? "" : ", ") + std::string(entry.name);
+    if (const auto value = j.is_string() ? parse_enum<E>(j.get<std::string>()) : std::nullopt) {
+      field = *value;
+      return "";
     }
-    return "one of " + choices;
+    return "one of " + quoted_enum_names<E>();
   }
   std::string read(const json& j, std::vector<std::string>& field) {
     if (!j.is_array()) return "a list of strings";
@@ -139,7 +136,12 @@ Arguments from_json(std::string_view text) {
     known.insert(name);
     const auto it = in.find(name);
     if (it == in.end()) return;
-    const std::string expected = Reader{}.read(*it, field);
+    std::string expected = Reader{}.read(*it, field);
+    const auto& choices = spec.choices.megatron;
+    if (expected.empty() && !choices.empty() && it->is_string() &&
+        std::find(choices.begin(), choices.end(), it->get<std::string>()) == choices.end()) {
+      for (const auto choice : choices) expected += (expected.empty() ? "one of '" : ", '") + std::string(choice) + "'";
+    }
     if (!expected.empty()) problems.push_back("'" + name + "': expected " + expected + ", got " + it->dump());
   });
   for (const auto& item : in.items()) {

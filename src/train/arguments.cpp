@@ -19,6 +19,7 @@ namespace megatron::train {
 
 namespace {
 
+using detail::Choices;
 using detail::FieldSpec;
 using detail::FlagKind;
 using detail::ParseState;
@@ -40,10 +41,11 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(begin, end - begin + 1));
 }
 
-template <typename E>
-std::span<const std::string_view> megatron_only_choices(E) { return {}; }
-constexpr std::string_view kMegatronOnlyPositionTypes[] = {"mrope", "relative", "none", "yarn"};
-std::span<const std::string_view> megatron_only_choices(PositionEmbeddingType) { return kMegatronOnlyPositionTypes; }
+std::string quoted(std::span<const std::string_view> names) {
+  std::string out;
+  for (const auto name : names) out += (out.empty() ? "'" : ", '") + std::string(name) + "'";
+  return out;
+}
 
 // Converts one flag's values into its field, reporting problems as argparse words them.
 struct ApplyValues {
@@ -88,7 +90,11 @@ struct ApplyValues {
     T value{};
     if (convert(spec, where, text, value)) field = value;
   }
-  bool convert(const FieldSpec&, const std::string&, const std::string& text, std::string& field) {
+  bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, std::string& field) {
+    const Choices& choices = spec.choices;
+    if (!choices.megatron.empty() && !choose(spec, where, text, choices.implemented.empty() ? choices.megatron : choices.implemented)) {
+      return false;
+    }
     field = text;
     return true;
   }
@@ -123,19 +129,23 @@ struct ApplyValues {
   template <typename E>
     requires std::is_enum_v<E>
   bool convert(const FieldSpec& spec, const std::string& where, const std::string& text, E& field) {
-    std::string choices;
-    for (const auto& entry : enum_names(E{})) {
-      if (entry.name == text) {
-        field = entry.value;
-        return true;
-      }
-      choices += (choices.empty() ? "'" : ", '") + std::string(entry.name) + "'";
-    }
-    const auto others = megatron_only_choices(E{});
-    if (std::find(others.begin(), others.end(), text) != others.end()) {
-      fail(spec, primary_flag(spec.flags) + " " + text + " is not supported by this build yet (supported: " + choices + ")");
+    std::vector<std::string_view> implemented;
+    for (const auto& entry : enum_names(E{})) implemented.push_back(entry.name);
+    if (!choose(spec, where, text, implemented)) return false;
+    field = *parse_enum<E>(text);
+    return true;
+  }
+  // Whether `text` is one of the choices this build implements; otherwise reports it, as not
+  // supported yet when it is one of Megatron's choices, else as argparse's invalid choice.
+  bool choose(const FieldSpec& spec, const std::string& where, const std::string& text,
+              std::span<const std::string_view> implemented) {
+    const auto megatron = spec.choices.megatron.empty() ? implemented : spec.choices.megatron;
+    if (std::find(implemented.begin(), implemented.end(), text) != implemented.end()) return true;
+    if (std::find(megatron.begin(), megatron.end(), text) != megatron.end()) {
+      fail(spec, primary_flag(spec.flags) + " " + text + " is not supported by this build yet (supported: " +
+                     quoted(implemented) + ")");
     } else {
-      fail(spec, where + ": invalid choice: '" + text + "' (choose from " + choices + ")");
+      fail(spec, where + ": invalid choice: '" + text + "' (choose from " + quoted(megatron) + ")");
     }
     return false;
   }

@@ -83,8 +83,6 @@ void Resolver::parallel() {
         "not overlapped with the next forward pass (same results, no overlap yet)");
   }
   if (!virtual_pipeline) p.overlap_p2p_comm = false;  // no virtual pipeline: Megatron turns overlap off
-  check(p.distributed_backend == "nccl" || p.distributed_backend == "gloo",
-        "argument --distributed-backend: invalid choice: '" + p.distributed_backend + "' (choose from 'nccl', 'gloo')");
   positive("--distributed-timeout-minutes", "distributed_timeout_minutes", p.distributed_timeout_minutes);
   if (p.ddp_bucket_size) positive("--ddp-bucket-size", "ddp_bucket_size", *p.ddp_bucket_size);
 
@@ -164,9 +162,6 @@ void Resolver::precision() {
   auto& x = a_.precision;
   check(!(x.fp16 && x.bf16), "--fp16 and --bf16 cannot be used together");
   unsupported(x.fp8.has_value(), "--fp8-format");
-  if (x.fp8 && *x.fp8 != "e4m3" && *x.fp8 != "hybrid") {
-    problem("argument --fp8-format: invalid choice: '" + *x.fp8 + "' (choose from 'e4m3', 'hybrid')");
-  }
   x.params_dtype = "torch.float32";
   if (x.fp16) x.params_dtype = "torch.float16";
   if (x.bf16) {
@@ -299,26 +294,14 @@ void Resolver::model() {
   positive("--make-vocab-size-divisible-by", "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by);
   unsupported(!m.add_bias_linear && m.add_qkv_bias, "--add-qkv-bias with --disable-bias-linear", "a bias on QKV only");
   if (m.add_bias_linear) m.add_qkv_bias = true;
-  static const char* kBackends[] = {"auto", "flash", "fused", "unfused", "local"};
-  if (std::find(std::begin(kBackends), std::end(kBackends), m.attention_backend) == std::end(kBackends)) {
-    problem("argument --attention-backend: invalid choice: '" + m.attention_backend +
-            "' (choose from 'flash', 'fused', 'unfused', 'local', 'auto')");
-  }
   recompute();
 }
 
 // Megatron's recomputation rules (validate_args and TransformerConfig.__post_init__).
 void Resolver::recompute() {
   auto& m = a_.model;
-  if (m.recompute_activations) m.recompute_granularity = "selective";
-  if (m.recompute_granularity && *m.recompute_granularity != "full" && *m.recompute_granularity != "selective") {
-    problem("argument --recompute-granularity: invalid choice: '" + *m.recompute_granularity +
-            "' (choose from 'full', 'selective')");
-  }
-  if (m.recompute_method && *m.recompute_method != "uniform" && *m.recompute_method != "block") {
-    problem("argument --recompute-method: invalid choice: '" + *m.recompute_method + "' (choose from 'uniform', 'block')");
-  }
-  if (m.recompute_granularity == "selective") {
+  if (m.recompute_activations) m.recompute_granularity = RecomputeGranularity::kSelective;
+  if (m.recompute_granularity == RecomputeGranularity::kSelective) {
     check(!m.recompute_method, "recompute method is not yet supported for selective recomputing granularity "
                                "(drop --recompute-method, or use --recompute-granularity full)");
     if (m.recompute_modules) {
@@ -327,7 +310,7 @@ void Resolver::recompute() {
       }
     }
   }
-  if (m.recompute_granularity == "full") {
+  if (m.recompute_granularity == RecomputeGranularity::kFull) {
     check(m.recompute_method.has_value(),
           "--recompute-granularity full needs --recompute-method uniform or block (Megatron's TransformerConfig)");
     check(m.recompute_num_layers.has_value(),

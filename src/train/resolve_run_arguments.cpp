@@ -30,12 +30,6 @@ void Resolver::data_sources() {
     }
   }
   if (!d.dataloader_type) d.dataloader_type = "single";
-  const std::string& loader = *d.dataloader_type;
-  if (loader == "cyclic" || loader == "external") {
-    problem("--dataloader-type " + loader + " is not supported by this build yet (supported: 'single')");
-  } else if (loader != "single") {
-    problem("argument --dataloader-type: invalid choice: '" + loader + "' (choose from 'single', 'cyclic', 'external')");
-  }
   at_least("--num-workers", d.num_workers, 0);
   positive("--num-dataset-builder-threads", "num_dataset_builder_threads", d.num_dataset_builder_threads);
   at_least("--mid-level-dataset-surplus", d.mid_level_dataset_surplus, 0.0);
@@ -43,12 +37,6 @@ void Resolver::data_sources() {
 
 void Resolver::optimizer() {
   auto& o = a_.optimizer;
-  const std::string& name = o.optimizer;
-  if (name == "sgd" || name == "muon" || name == "dist_muon" || name == "lion" || name == "soap" || name == "adaptive_muon") {
-    problem("--optimizer " + name + " is not supported by this build yet (supported: 'adam')");
-  } else if (name != "adam") {
-    problem("argument --optimizer: invalid choice: '" + name + "' (choose from 'adam', 'sgd', 'muon', 'dist_muon')");
-  }
   if (!o.lr) {
     if (valid("lr")) problem("--lr is required (the peak learning rate)");
   } else {
@@ -61,16 +49,19 @@ void Resolver::optimizer() {
   check(o.adam_beta1 >= 0 && o.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " + num(o.adam_beta1));
   check(o.adam_beta2 >= 0 && o.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " + num(o.adam_beta2));
   at_least("--adam-eps", o.adam_eps, 0.0);
-  if (o.weight_decay_incr_style == "constant") {
+  // Megatron's rule: a constant decay is --weight-decay; an increasing one goes from
+  // --start-weight-decay to --end-weight-decay over the whole run.
+  if (o.weight_decay_incr_style == WdIncrStyle::kConstant) {
     check(!o.start_weight_decay && !o.end_weight_decay,
           "--start-weight-decay and --end-weight-decay need --weight-decay-incr-style linear or cosine");
     o.start_weight_decay = o.weight_decay;
     o.end_weight_decay = o.weight_decay;
-  } else if (o.weight_decay_incr_style == "linear" || o.weight_decay_incr_style == "cosine") {
-    problem("--weight-decay-incr-style " + o.weight_decay_incr_style + " is not supported by this build yet (supported: 'constant')");
   } else {
-    problem("argument --weight-decay-incr-style: invalid choice: '" + o.weight_decay_incr_style +
-            "' (choose from 'constant', 'linear', 'cosine')");
+    const std::string style(enum_name(o.weight_decay_incr_style));
+    check(o.start_weight_decay && o.end_weight_decay,
+          "--weight-decay-incr-style " + style + " needs --start-weight-decay and --end-weight-decay");
+    if (o.start_weight_decay) at_least("--start-weight-decay", *o.start_weight_decay, 0.0);
+    if (o.end_weight_decay) at_least("--end-weight-decay", *o.end_weight_decay, 0.0);
   }
   schedule();
 }
@@ -115,17 +106,6 @@ void Resolver::tokenizer() {
     tokenizer_file("--merge-file", k.merge_file);
   } else if (*k.tokenizer_type == "NullTokenizer") {
     if (!k.vocab_size && valid("vocab_size")) problem("--tokenizer-type NullTokenizer needs --vocab-size");
-  } else {
-    static const std::vector<std::string> kOthers = {
-        "BertWordPieceLowerCase", "BertWordPieceCase", "SentencePieceTokenizer", "GPTSentencePieceTokenizer",
-        "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
-    if (std::find(kOthers.begin(), kOthers.end(), *k.tokenizer_type) != kOthers.end()) {
-      problem("--tokenizer-type " + *k.tokenizer_type + " is not supported by this build yet (supported: 'GPT2BPETokenizer', 'NullTokenizer')");
-    } else {
-      std::string choices = "'GPT2BPETokenizer', 'NullTokenizer'";
-      for (const auto& other : kOthers) choices += ", '" + other + "'";
-      problem("argument --tokenizer-type: invalid choice: '" + *k.tokenizer_type + "' (choose from " + choices + ")");
-    }
   }
   if (k.vocab_size) positive("--vocab-size", "vocab_size", *k.vocab_size);
   if (k.padded_vocab_size) positive("--padded-vocab-size", "padded_vocab_size", *k.padded_vocab_size);

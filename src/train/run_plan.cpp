@@ -38,14 +38,9 @@ model::ModelConfig model_config(const Arguments& args) {
   c.bias_activation_fusion = m.swiglu ? m.bias_swiglu_fusion : m.bias_gelu_fusion;
   c.masked_softmax_fusion = m.masked_softmax_fusion;
   c.apply_rope_fusion = m.apply_rope_fusion;
-  c.attention_backend = m.attention_backend == "flash"     ? model::AttentionBackend::kFlash
-                        : m.attention_backend == "fused"   ? model::AttentionBackend::kFused
-                        : m.attention_backend == "unfused" ? model::AttentionBackend::kUnfused
-                        : m.attention_backend == "local"   ? model::AttentionBackend::kLocal
-                                                           : model::AttentionBackend::kAuto;
-  if (m.recompute_granularity == "selective") c.recompute_granularity = model::RecomputeGranularity::kSelective;
-  if (m.recompute_granularity == "full") c.recompute_granularity = model::RecomputeGranularity::kFull;
-  c.recompute_method = m.recompute_method == "block" ? model::RecomputeMethod::kBlock : model::RecomputeMethod::kUniform;
+  c.attention_backend = m.attention_backend;
+  c.recompute_granularity = m.recompute_granularity.value_or(model::RecomputeGranularity::kNone);
+  c.recompute_method = m.recompute_method.value_or(model::RecomputeMethod::kUniform);
   c.recompute_num_layers = m.recompute_num_layers.value_or(1);
   return c;
 }
@@ -64,9 +59,7 @@ optim::SchedulerConfig scheduler_config(const Arguments& args) {
   c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
   c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
   c.wd_incr_steps = s.weight_decay_incr_steps;
-  c.wd_incr_style = args.optimizer.weight_decay_incr_style == "linear"   ? optim::WdIncrStyle::kLinear
-                    : args.optimizer.weight_decay_incr_style == "cosine" ? optim::WdIncrStyle::kCosine
-                                                                         : optim::WdIncrStyle::kConstant;
+  c.wd_incr_style = args.optimizer.weight_decay_incr_style;
   return c;
 }
 

@@ -4,10 +4,14 @@
 // Megatron's argument names; compared on load. No LibTorch here (the flag parser uses it too).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "megatron/core/enum_names.h"
 
 namespace megatron::model {
 
@@ -23,6 +27,25 @@ enum class AttentionBackend { kAuto, kFlash, kFused, kUnfused, kLocal };
 // core_attn), full whole layers, chosen by --recompute-method and --recompute-num-layers.
 enum class RecomputeGranularity { kNone, kSelective, kFull };
 enum class RecomputeMethod { kUniform, kBlock };
+
+// Megatron's spellings (flag choices, argument names in JSON), in Megatron's choice order. A
+// granularity of kNone has no name: Megatron's None.
+inline constexpr std::array<EnumName<PositionEmbedding>, 2> kPositionEmbeddingNames{{
+    {PositionEmbedding::kLearnedAbsolute, "learned_absolute"}, {PositionEmbedding::kRope, "rope"}}};
+inline constexpr std::array<EnumName<Normalization>, 2> kNormalizationNames{{
+    {Normalization::kLayerNorm, "LayerNorm"}, {Normalization::kRmsNorm, "RMSNorm"}}};
+inline constexpr std::array<EnumName<AttentionBackend>, 5> kAttentionBackendNames{{
+    {AttentionBackend::kFlash, "flash"}, {AttentionBackend::kFused, "fused"}, {AttentionBackend::kUnfused, "unfused"},
+    {AttentionBackend::kLocal, "local"}, {AttentionBackend::kAuto, "auto"}}};
+inline constexpr std::array<EnumName<RecomputeGranularity>, 2> kRecomputeGranularityNames{{
+    {RecomputeGranularity::kFull, "full"}, {RecomputeGranularity::kSelective, "selective"}}};
+inline constexpr std::array<EnumName<RecomputeMethod>, 2> kRecomputeMethodNames{{
+    {RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"}}};
+inline std::span<const EnumName<PositionEmbedding>> enum_names(PositionEmbedding) { return kPositionEmbeddingNames; }
+inline std::span<const EnumName<Normalization>> enum_names(Normalization) { return kNormalizationNames; }
+inline std::span<const EnumName<AttentionBackend>> enum_names(AttentionBackend) { return kAttentionBackendNames; }
+inline std::span<const EnumName<RecomputeGranularity>> enum_names(RecomputeGranularity) { return kRecomputeGranularityNames; }
+inline std::span<const EnumName<RecomputeMethod>> enum_names(RecomputeMethod) { return kRecomputeMethodNames; }
 
 struct ModelConfig {
   int num_layers = 2;

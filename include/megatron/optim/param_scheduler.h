@@ -4,14 +4,31 @@
 // decay to --min-lr; weight decay constant, or increasing linearly / by cosine.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
+
+#include "megatron/core/enum_names.h"
 
 namespace megatron::optim {
 
 enum class LrDecayStyle { kConstant, kLinear, kCosine, kInverseSquareRoot, kWsd };
 enum class WsdDecayStyle { kExponential, kLinear, kCosine, kMinusSqrt };
 enum class WdIncrStyle { kConstant, kLinear, kCosine };
+
+// Megatron's spellings (--lr-decay-style, --lr-wsd-decay-style, --weight-decay-incr-style).
+inline constexpr std::array<EnumName<LrDecayStyle>, 5> kLrDecayStyleNames{{
+    {LrDecayStyle::kConstant, "constant"}, {LrDecayStyle::kLinear, "linear"}, {LrDecayStyle::kCosine, "cosine"},
+    {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"}, {LrDecayStyle::kWsd, "WSD"}}};
+inline constexpr std::array<EnumName<WsdDecayStyle>, 4> kWsdDecayStyleNames{{
+    {WsdDecayStyle::kExponential, "exponential"}, {WsdDecayStyle::kLinear, "linear"},
+    {WsdDecayStyle::kCosine, "cosine"}, {WsdDecayStyle::kMinusSqrt, "minus_sqrt"}}};
+inline constexpr std::array<EnumName<WdIncrStyle>, 3> kWdIncrStyleNames{{
+    {WdIncrStyle::kConstant, "constant"}, {WdIncrStyle::kLinear, "linear"}, {WdIncrStyle::kCosine, "cosine"}}};
+inline std::span<const EnumName<LrDecayStyle>> enum_names(LrDecayStyle) { return kLrDecayStyleNames; }
+inline std::span<const EnumName<WsdDecayStyle>> enum_names(WsdDecayStyle) { return kWsdDecayStyleNames; }
+inline std::span<const EnumName<WdIncrStyle>> enum_names(WdIncrStyle) { return kWdIncrStyleNames; }
 
 struct SchedulerConfig {
   double max_lr = 0.0;

@@ -17,43 +17,16 @@
 
 namespace megatron::train {
 
-// The choice flags that select a module's behaviour hold that module's own enum.
+// The choice flags that select a module's behaviour hold that module's own enum, spelt by the
+// module's table (megatron/core/enum_names.h).
 using PositionEmbeddingType = model::PositionEmbedding;
 using Normalization = model::Normalization;
+using AttentionBackend = model::AttentionBackend;
+using RecomputeGranularity = model::RecomputeGranularity;
+using RecomputeMethod = model::RecomputeMethod;
 using LrDecayStyle = optim::LrDecayStyle;
 using WsdDecayStyle = optim::WsdDecayStyle;
-
-// An enum value with its Megatron spelling (the flag choice and the dumped str()).
-template <typename E>
-struct EnumName {
-  E value;
-  std::string_view name;
-};
-inline constexpr std::array<EnumName<PositionEmbeddingType>, 2> kPositionEmbeddingTypeNames{{
-    {PositionEmbeddingType::kLearnedAbsolute, "learned_absolute"}, {PositionEmbeddingType::kRope, "rope"}}};
-inline constexpr std::array<EnumName<Normalization>, 2> kNormalizationNames{{
-    {Normalization::kLayerNorm, "LayerNorm"}, {Normalization::kRmsNorm, "RMSNorm"}}};
-inline constexpr std::array<EnumName<LrDecayStyle>, 5> kLrDecayStyleNames{{
-    {LrDecayStyle::kConstant, "constant"}, {LrDecayStyle::kLinear, "linear"},
-    {LrDecayStyle::kCosine, "cosine"}, {LrDecayStyle::kInverseSquareRoot, "inverse-square-root"},
-    {LrDecayStyle::kWsd, "WSD"}}};
-inline constexpr std::array<EnumName<WsdDecayStyle>, 4> kWsdDecayStyleNames{{
-    {WsdDecayStyle::kExponential, "exponential"}, {WsdDecayStyle::kLinear, "linear"},
-    {WsdDecayStyle::kCosine, "cosine"}, {WsdDecayStyle::kMinusSqrt, "minus_sqrt"}}};
-
-inline std::span<const EnumName<PositionEmbeddingType>> enum_names(PositionEmbeddingType) { return kPositionEmbeddingTypeNames; }
-inline std::span<const EnumName<Normalization>> enum_names(Normalization) { return kNormalizationNames; }
-inline std::span<const EnumName<LrDecayStyle>> enum_names(LrDecayStyle) { return kLrDecayStyleNames; }
-inline std::span<const EnumName<WsdDecayStyle>> enum_names(WsdDecayStyle) { return kWsdDecayStyleNames; }
-
-// Megatron's spelling of an enum value ("rope", "RMSNorm", "WSD", ...).
-template <typename E>
-std::string_view to_string(E value) {
-  for (const auto& entry : enum_names(E{})) {
-    if (entry.value == value) return entry.name;
-  }
-  return "?";
-}
+using WdIncrStyle = optim::WdIncrStyle;
 
 // Fields carry argparse's attribute names (dest). Megatron's None is std::nullopt; required
 // values that Megatron leaves None until given are 0 here until parse_arguments checks them.
@@ -89,11 +62,11 @@ struct ModelArgs {
   bool masked_softmax_fusion = true;
   bool apply_rope_fusion = true;
   bool gradient_accumulation_fusion = true;
-  std::string attention_backend = "auto";  // flash, fused, unfused, local, auto
+  AttentionBackend attention_backend = AttentionBackend::kAuto;
   // Activation recomputation (6.10).
   bool recompute_activations = false;              // resolves to granularity selective
-  std::optional<std::string> recompute_granularity;  // full, selective
-  std::optional<std::string> recompute_method;       // uniform, block (full only)
+  std::optional<RecomputeGranularity> recompute_granularity;  // full, selective
+  std::optional<RecomputeMethod> recompute_method;            // uniform, block (full only)
   std::optional<int> recompute_num_layers;
   std::optional<std::vector<std::string>> recompute_modules;  // core_attn only in this build
   bool operator==(const ModelArgs&) const = default;
@@ -119,7 +92,7 @@ struct OptimizerArgs {
   double weight_decay = 0.01;
   std::optional<double> start_weight_decay;   // resolved: weight_decay (constant increment style)
   std::optional<double> end_weight_decay;
-  std::string weight_decay_incr_style = "constant";
+  WdIncrStyle weight_decay_incr_style = WdIncrStyle::kConstant;
   double clip_grad = 1.0;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;

@@ -74,7 +74,7 @@ TEST(ModelConfig, JsonOfTheWrongTypeOrChoiceNamesTheKey) {
                   {"'hidden_size' is \"64\", not a number"});
   expect_contains(error_of([] { ModelConfig::from_json({{"swiglu", 1}}); }), {"'swiglu' is 1, not true or false"});
   expect_contains(error_of([] { ModelConfig::from_json({{"normalization", "BatchNorm"}}); }),
-                  {"'normalization' is \"BatchNorm\", not one of its choices"});
+                  {"'normalization' is \"BatchNorm\", not one of 'LayerNorm', 'RMSNorm'"});
   expect_contains(error_of([] { ModelConfig::from_json({{"num_layers", 2.5}}); }), {"'num_layers' is 2.5"});
 }
 

@@ -67,6 +67,8 @@ TEST(ArgumentDump, PrintsMegatronsExactLines) {
       "  tokenizer_type .................................. NullTokenizer",
       "  lr_decay_style .................................. linear",
       "  untie_embeddings_and_output_weights ............. False",
+      "  attention_backend ............................... AttnBackend.auto",  // a Python enum there
+      "  recompute_granularity ........................... None",
   };
   for (const auto& line : expected) EXPECT_TRUE(has_line(lines, line)) << "missing: '" << line << "'";
   // Python's sorted(key=str.lower) over the whole lines.
@@ -126,7 +128,7 @@ TEST(ArgumentJson, RejectsUnknownNamesAndWrongTypes) {
     from_json(R"({"num_layers": "2", "bogus": 1, "lr": "fast", "normalization": "BatchNorm", "seed": 1.5, "data_path": [1]})");
   });
   expect_contains(message, {"invalid arguments JSON: 6 problems", "'num_layers': expected an integer, got \"2\"",
-                            "unknown argument 'bogus'", "'lr': expected null or a number", "'normalization': expected one of LayerNorm, RMSNorm",
+                            "unknown argument 'bogus'", "'lr': expected null or a number", "'normalization': expected one of 'LayerNorm', 'RMSNorm'",
                             "'seed': expected an integer, got 1.5", "'data_path': expected null or a list of strings"});
   expect_contains(error_of([] { from_json("{not json"); }), {"invalid arguments JSON: "});
   expect_contains(error_of([] { from_json("[1, 2]"); }), {"expected an object"});

@@ -302,6 +302,56 @@ TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
   }
 }
 
+// Each choice flag answers a value outside Megatron's choices with argparse's words and Megatron's
+// whole list (in Megatron's order, from its argparse definitions), and a Megatron choice this build
+// lacks with what it does support.
+TEST(Arguments, EveryChoiceFlagListsMegatronsChoices) {
+  const std::vector<std::pair<std::string, std::string>> megatron = {
+      {"--position-embedding-type", "'learned_absolute', 'rope', 'yarn', 'mrope', 'relative', 'none'"},
+      {"--normalization", "'LayerNorm', 'RMSNorm'"},
+      {"--attention-backend", "'flash', 'fused', 'unfused', 'local', 'auto'"},
+      {"--recompute-granularity", "'full', 'selective'"},
+      {"--recompute-method", "'uniform', 'block'"},
+      {"--optimizer", "'adam', 'sgd', 'muon', 'dist_muon', 'lion', 'soap', 'adaptive_muon'"},
+      {"--weight-decay-incr-style", "'constant', 'linear', 'cosine'"},
+      {"--lr-decay-style", "'constant', 'linear', 'cosine', 'inverse-square-root', 'WSD'"},
+      {"--lr-wsd-decay-style", "'exponential', 'linear', 'cosine', 'minus_sqrt'"},
+      {"--dataloader-type", "'single', 'cyclic', 'external'"},
+      {"--distributed-backend", "'nccl', 'gloo'"},
+      {"--fp8-format", "'e4m3', 'hybrid'"},
+      {"--tokenizer-type", "'BertWordPieceLowerCase', 'BertWordPieceCase', 'GPT2BPETokenizer', 'SentencePieceTokenizer', "
+                           "'GPTSentencePieceTokenizer', 'HuggingFaceTokenizer', 'Llama2Tokenizer', 'TikTokenizer', "
+                           "'MultimodalTokenizer', 'NullTokenizer', 'NullMultimodalTokenizer', 'SFTTokenizer'"},
+  };
+  for (const auto& [flag, choices] : megatron) {
+    SCOPED_TRACE(flag);
+    const std::string message = problem_of(with(base(), {flag, "bogus"}));
+    expect_contains(message, {"argument " + flag + ": invalid choice: 'bogus' (choose from " + choices + ")"});
+    EXPECT_EQ(message.find("problems"), std::string::npos) << "one problem expected: " << message;
+  }
+  expect_contains(problem_of(with(base(), {"--position-embedding-type", "yarn"})),
+                  {"--position-embedding-type yarn is not supported by this build yet (supported: 'learned_absolute', 'rope')"});
+  expect_contains(problem_of(with(base(), {"--dataloader-type", "external"})),
+                  {"--dataloader-type external is not supported by this build yet (supported: 'single')"});
+  expect_contains(problem_of(with(base(), {"--tokenizer-type", "HuggingFaceTokenizer"})),
+                  {"(supported: 'GPT2BPETokenizer', 'NullTokenizer')"});
+}
+
+TEST(Arguments, WeightDecayIncrementStylesNeedBothEnds) {
+  const Arguments a = parse_arguments(with(base(), {"--weight-decay-incr-style", "linear", "--start-weight-decay", "0.01",
+                                                    "--end-weight-decay", "0.1"}));
+  EXPECT_EQ(a.optimizer.weight_decay_incr_style, WdIncrStyle::kLinear);
+  EXPECT_EQ(*a.optimizer.start_weight_decay, 0.01);
+  EXPECT_EQ(*a.optimizer.end_weight_decay, 0.1);
+  expect_contains(problem_of(with(base(), {"--weight-decay-incr-style", "cosine", "--end-weight-decay", "0.1"})),
+                  {"--weight-decay-incr-style cosine needs --start-weight-decay and --end-weight-decay"});
+  expect_contains(problem_of(with(base(), {"--end-weight-decay", "0.1"})),
+                  {"--start-weight-decay and --end-weight-decay need --weight-decay-incr-style linear or cosine"});
+  expect_contains(problem_of(with(base(), {"--weight-decay-incr-style", "linear", "--start-weight-decay", "-1",
+                                           "--end-weight-decay", "0.1"})),
+                  {"--start-weight-decay"});
+}
+
 TEST(Arguments, SequenceParallelIsTurnedOffWithoutTensorParallelism) {
   std::vector<std::string> messages;
   const Arguments a = parse_arguments(with(base(), {"--sequence-parallel", "--use-flash-attn"}), collecting(messages));

@@ -63,6 +63,22 @@ TEST(RunPlan, PrecisionPicksMegatronsScalerAndGradientDtype) {
   EXPECT_FALSE(constant.precision.scaler->dynamic);
 }
 
+TEST(RunPlan, ChoiceFlagsReachTheModulesAsTheirEnums) {
+  const RunPlan p = plan_of({"--attention-backend", "unfused", "--recompute-granularity", "full", "--recompute-method",
+                             "block", "--recompute-num-layers", "1", "--weight-decay-incr-style", "cosine",
+                             "--start-weight-decay", "0.0", "--end-weight-decay", "0.1"});
+  EXPECT_EQ(p.model.attention_backend, model::AttentionBackend::kUnfused);
+  EXPECT_EQ(p.model.recompute_granularity, model::RecomputeGranularity::kFull);
+  EXPECT_EQ(p.model.recompute_method, model::RecomputeMethod::kBlock);
+  EXPECT_EQ(p.scheduler.wd_incr_style, optim::WdIncrStyle::kCosine);
+  EXPECT_EQ(p.scheduler.start_wd, 0.0);
+  EXPECT_EQ(p.scheduler.end_wd, 0.1);
+  const RunPlan defaults = plan_of({});
+  EXPECT_EQ(defaults.model.attention_backend, model::AttentionBackend::kAuto);
+  EXPECT_EQ(defaults.model.recompute_granularity, model::RecomputeGranularity::kNone);
+  EXPECT_EQ(defaults.scheduler.wd_incr_style, optim::WdIncrStyle::kConstant);
+}
+
 TEST(RunPlan, PoliciesComeFromTheirFlags) {
   const RunPlan p = plan_of({"--save", "/tmp/x", "--save-interval", "4", "--no-save-optim", "--keep-last-checkpoints",
                              "2", "--exit-signal-handler", "--exit-signal", "SIGUSR1", "--exit-interval", "6",

@@ -9,9 +9,12 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/activation_ops.h"
+#include "tensor_expect.h"
 
 namespace ka = megatron::kernels::aten;
 using megatron::testing::expect_within_reference_error;
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 namespace {
 
@@ -115,12 +118,11 @@ TEST(ActivationReference, BiasGeluMatchesAtenGeluTanh) {
   const at::Tensor b = at::randn({33});
   const at::Tensor dy = at::randn({17, 33});
   const Truth t = truth(Act::kBiasGelu, x, b, dy);
-  EXPECT_TRUE(at::allclose(ka::bias_gelu_reference(x, b), t.out, 1e-5, 1e-6));
+  expect_close(ka::bias_gelu_reference(x, b), t.out, Tolerance::elementwise(1e-6, 1e-5), "bias_gelu_reference(x, b)");
   const ka::ActivationGrads g = ka::bias_gelu_bwd_reference(dy, x, b);
-  EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-5, 1e-5))
-      << (g.grad_input - t.grad_input).abs().max().item<double>();
-  EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-5, 1e-5));
-  EXPECT_TRUE(at::allclose(ka::bias_gelu_reference(x), at::gelu(x, "tanh"), 1e-5, 1e-6));
+  expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-5), "g.grad_input");
+  expect_close(g.grad_bias, t.grad_bias, Tolerance::elementwise(1e-5, 1e-5), "g.grad_bias");
+  expect_close(ka::bias_gelu_reference(x), at::gelu(x, "tanh"), Tolerance::elementwise(1e-6, 1e-5), "bias_gelu_reference(x)");
 }
 
 TEST(ActivationReference, SwigluMatchesAtenSilu) {
@@ -132,13 +134,12 @@ TEST(ActivationReference, SwigluMatchesAtenSilu) {
     const Truth t = truth(Act::kSwiglu, x, b, dy);
     const at::Tensor out = ka::swiglu_reference(x, b);
     EXPECT_EQ(out.sizes(), dy.sizes());
-    EXPECT_TRUE(at::allclose(out, t.out, 1e-5, 1e-6));
+    expect_close(out, t.out, Tolerance::elementwise(1e-6, 1e-5), "out");
     const ka::ActivationGrads g = ka::swiglu_bwd_reference(dy, x, b);
-    EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-5, 1e-5))
-        << (g.grad_input - t.grad_input).abs().max().item<double>();
+    expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-5), "g.grad_input");
     EXPECT_EQ(g.grad_bias.defined(), with_bias);
     if (with_bias) {
-      EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-5, 1e-5));
+      expect_close(g.grad_bias, t.grad_bias, Tolerance::elementwise(1e-5, 1e-5), "g.grad_bias");
     }
   }
 }
@@ -147,7 +148,7 @@ TEST(ActivationReference, LowPrecisionReferenceKeepsDtype) {
   const at::Tensor x = at::randn({4, 16}).to(at::kHalf);
   EXPECT_EQ(ka::bias_gelu_reference(x).scalar_type(), at::kHalf);
   EXPECT_EQ(ka::swiglu_reference(x).scalar_type(), at::kHalf);
-  EXPECT_TRUE(at::allclose(ka::bias_gelu_reference(x).to(at::kFloat), at::gelu(x.to(at::kFloat), "tanh"), 2e-3, 2e-3));
+  expect_close(ka::bias_gelu_reference(x).to(at::kFloat), at::gelu(x.to(at::kFloat), "tanh"), Tolerance::elementwise(2e-3, 2e-3), "bias_gelu_reference(x) in half");
 }
 
 // fp32 GeLU on CPU takes ATen's fused tanh GeLU; it must give what autograd gives, with and
@@ -159,13 +160,12 @@ TEST(ActivationCpuEntries, BiasGeluMatchesAutograd) {
     const at::Tensor b = with_bias ? at::randn({33}) : at::Tensor();
     const at::Tensor dy = at::randn({4, 5, 33});
     const Truth t = truth(Act::kBiasGelu, x, b, dy);
-    EXPECT_TRUE(at::allclose(ka::bias_gelu_fwd(x, b), t.out, 1e-5, 1e-6));
+    expect_close(ka::bias_gelu_fwd(x, b), t.out, Tolerance::elementwise(1e-6, 1e-5), "bias_gelu_fwd(x, b)");
     const ka::ActivationGrads g = ka::bias_gelu_bwd(dy, x, b);
-    EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-5, 1e-5))
-        << (g.grad_input - t.grad_input).abs().max().item<double>();
+    expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-5), "g.grad_input");
     EXPECT_EQ(g.grad_bias.defined(), with_bias);
     if (with_bias) {
-      EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-5, 1e-5));
+      expect_close(g.grad_bias, t.grad_bias, Tolerance::elementwise(1e-5, 1e-5), "g.grad_bias");
     }
   }
   const at::Tensor x = at::randn({2, 8}), bias = at::randn({8}), g = at::randn({2, 4});

@@ -11,12 +11,15 @@
 #include "megatron/kernels/aten/softmax_ops.h"
 #if MEGATRON_CUDA_KERNELS
 #include "megatron/kernels/causal_softmax.h"
+#include "tensor_expect.h"
 #endif
 
 namespace megatron::kernels {
 namespace {
 
 using megatron::testing::expect_within_reference_error;
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 // Independent forward: masked scores set to -inf before at::softmax, with autograd for dx.
 std::pair<at::Tensor, at::Tensor> autograd_reference(const at::Tensor& x, const at::Tensor& dy, double scale) {
@@ -35,15 +38,15 @@ TEST(CausalSoftmaxReference, MatchesMaskedSoftmaxAndAutogradOnCpu) {
     const at::Tensor dy = at::randn({3, s, s});
     const auto [y_ref, dx_ref] = autograd_reference(x, dy, 0.7);
     const at::Tensor y = causal_softmax_forward_reference(x, 0.7);
-    EXPECT_TRUE(at::allclose(y, y_ref, 1e-5, 1e-6)) << "s=" << s;
-    EXPECT_TRUE(at::allclose(causal_softmax_backward_reference(dy, y, 0.7), dx_ref, 1e-5, 1e-6)) << "s=" << s;
+    expect_close(y, y_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat("s=", s));
+    expect_close(causal_softmax_backward_reference(dy, y, 0.7), dx_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat("s=", s));
     EXPECT_EQ(y.triu(1).abs().max().item<double>(), 0.0);  // masked probabilities exactly 0
-    EXPECT_TRUE(at::allclose(y.sum(-1), at::ones({3, s}), 1e-5, 1e-6));
+    expect_close(y.sum(-1), at::ones({3, s}), Tolerance::elementwise(1e-6, 1e-5), "y.sum(-1)");
     // The CPU entries (ATen's fused softmax and its backward) give the same values.
     const at::Tensor y_entry = causal_softmax_forward(x, 0.7);
-    EXPECT_TRUE(at::allclose(y_entry, y_ref, 1e-5, 1e-6)) << "s=" << s;
+    expect_close(y_entry, y_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat("s=", s));
     EXPECT_EQ(y_entry.triu(1).abs().max().item<double>(), 0.0);
-    EXPECT_TRUE(at::allclose(causal_softmax_backward(dy, y_entry, 0.7), dx_ref, 1e-5, 1e-6)) << "s=" << s;
+    expect_close(causal_softmax_backward(dy, y_entry, 0.7), dx_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat("s=", s));
   }
 }
 
@@ -107,7 +110,7 @@ TEST(CausalSoftmaxKernel, UncachedPathMatchesCachedPath) {
       p.dtype = dtype == at::kFloat ? DType::kFloat32 : (dtype == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16);
       p.cache_row = false;
       launch_causal_softmax_fwd(p, at::cuda::getCurrentCUDAStream().stream());
-      EXPECT_TRUE(at::allclose(cached.to(at::kFloat), uncached.to(at::kFloat), 1e-6, 1e-7)) << s;
+      expect_close(cached.to(at::kFloat), uncached.to(at::kFloat), Tolerance::elementwise(1e-7, 1e-6), str_cat(s));
       const at::Tensor dx_cached = causal_softmax_backward(dy, cached, 0.3);
       at::Tensor dx_uncached = dy.clone();  // in place over dy: dx may alias dy
       CausalSoftmaxBwdParams b;
@@ -120,7 +123,7 @@ TEST(CausalSoftmaxKernel, UncachedPathMatchesCachedPath) {
       b.dtype = p.dtype;
       b.cache_row = false;
       launch_causal_softmax_bwd(b, at::cuda::getCurrentCUDAStream().stream());
-      EXPECT_TRUE(at::allclose(dx_cached.to(at::kFloat), dx_uncached.to(at::kFloat), 1e-5, 1e-6)) << s;
+      expect_close(dx_cached.to(at::kFloat), dx_uncached.to(at::kFloat), Tolerance::elementwise(1e-6, 1e-5), str_cat(s));
     }
   }
 #endif

@@ -13,11 +13,14 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/cross_entropy_ops.h"
+#include "tensor_expect.h"
 
 namespace megatron::kernels {
 namespace {
 
 using megatron::testing::expect_within_reference_error;
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 at::Tensor make_target(int64_t rows, int64_t vocab, const at::TensorOptions& opts) {
   at::Tensor target = at::randint(0, vocab, {rows}, opts.dtype(at::kLong));
@@ -62,9 +65,9 @@ TEST(CrossEntropyReference, MatchesLogSoftmaxNllAndAutogradOnCpu) {
     const at::Tensor grad_loss = at::randn({13});
     const auto [loss_ref, grad_ref] = autograd_reference(logits, target, grad_loss);
     const CrossEntropyResult r = cross_entropy_forward_reference(logits, target);
-    EXPECT_TRUE(at::allclose(r.loss, loss_ref, 1e-5, 1e-5)) << vocab;
+    expect_close(r.loss, loss_ref, Tolerance::elementwise(1e-5, 1e-5), str_cat(vocab));
     const at::Tensor grad = cross_entropy_backward_reference(grad_loss, logits, target, r.max, r.sum_exp);
-    EXPECT_TRUE(at::allclose(grad, grad_ref, 1e-5, 1e-6)) << vocab;
+    expect_close(grad, grad_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat(vocab));
   }
 }
 
@@ -83,13 +86,13 @@ TEST(CrossEntropyAtenPath, MatchesAutogradTruthOnCpu) {
                                                            grad_loss.reshape({33}));
       const CrossEntropyResult r = cross_entropy_forward(logits, target);
       ASSERT_EQ(r.loss.sizes(), target.sizes());
-      EXPECT_TRUE(at::allclose(r.loss.view({33}), loss_ref, 1e-5, 1e-5)) << vocab;
+      expect_close(r.loss.view({33}), loss_ref, Tolerance::elementwise(1e-5, 1e-5), str_cat(vocab));
       const CrossEntropyResult ref = cross_entropy_forward_reference(logits, target);
       EXPECT_TRUE(at::equal(r.max, ref.max)) << vocab;
-      EXPECT_TRUE(at::allclose(r.sum_exp, ref.sum_exp, 1e-5, 1e-6)) << vocab;
+      expect_close(r.sum_exp, ref.sum_exp, Tolerance::elementwise(1e-6, 1e-5), str_cat(vocab));
       const at::Tensor grad = cross_entropy_backward(grad_loss, logits, target, r.max, r.sum_exp);
       ASSERT_EQ(grad.sizes(), logits.sizes());
-      EXPECT_TRUE(at::allclose(grad.view({33, vocab}), grad_ref, 1e-5, 1e-6)) << vocab;
+      expect_close(grad.view({33, vocab}), grad_ref, Tolerance::elementwise(1e-6, 1e-5), str_cat(vocab));
       if (grad_loss.select(1, 2).abs().max().item<float>() == 0.0f) {
         EXPECT_EQ(grad.select(1, 2).abs().max().item<float>(), 0.0f) << "a masked row has no gradient, V=" << vocab;
       }
@@ -101,11 +104,11 @@ TEST(CrossEntropyAtenPath, MatchesAutogradTruthOnCpu) {
   const at::Tensor grad_loss = at::rand({24});
   const auto [loss_ref, grad_ref] = autograd_reference(logits, target, grad_loss);
   const CrossEntropyResult r = sharded_forward(logits, target, {0, 400, 1000}, /*use_reference=*/false);
-  EXPECT_TRUE(at::allclose(r.loss, loss_ref, 1e-5, 1e-5));
+  expect_close(r.loss, loss_ref, Tolerance::elementwise(1e-5, 1e-5), "r.loss");
   const at::Tensor grad = at::cat({cross_entropy_backward(grad_loss, logits.narrow(1, 0, 400), target, r.max, r.sum_exp, 0),
                                    cross_entropy_backward(grad_loss, logits.narrow(1, 400, 600), target, r.max, r.sum_exp, 400)},
                                   1);
-  EXPECT_TRUE(at::allclose(grad, grad_ref, 1e-5, 1e-6));
+  expect_close(grad, grad_ref, Tolerance::elementwise(1e-6, 1e-5), "grad");
 }
 
 TEST(CrossEntropyReference, ShardCombineEqualsUnshardedOnCpu) {
@@ -117,16 +120,16 @@ TEST(CrossEntropyReference, ShardCombineEqualsUnshardedOnCpu) {
   for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
            {0, 500, 1000}, {0, 1, 999, 1000}, {0, 250, 500, 750, 1000}, {0, 1000}}) {
     const CrossEntropyResult r = sharded_forward(flat, target.view({24}), cuts, /*use_reference=*/true);
-    EXPECT_TRUE(at::allclose(r.loss, whole.loss.view({24}), 1e-5, 1e-5)) << cuts.size() - 1 << " shards";
-    EXPECT_TRUE(at::allclose(r.max, whole.max.view({24}))) << cuts.size() - 1 << " shards";
-    EXPECT_TRUE(at::allclose(r.sum_exp, whole.sum_exp.view({24}), 1e-5, 1e-6)) << cuts.size() - 1 << " shards";
+    expect_close(r.loss, whole.loss.view({24}), Tolerance::elementwise(1e-5, 1e-5), str_cat(cuts.size() - 1, " shards"));
+    expect_close(r.max, whole.max.view({24}), Tolerance::elementwise(1e-8, 1e-5), str_cat(cuts.size() - 1, " shards"));
+    expect_close(r.sum_exp, whole.sum_exp.view({24}), Tolerance::elementwise(1e-6, 1e-5), str_cat(cuts.size() - 1, " shards"));
   }
   // A shard of -inf logits contributes nothing (no nan from exp(-inf - -inf)).
   at::Tensor masked = flat.clone();
   masked.narrow(1, 500, 500).fill_(-std::numeric_limits<float>::infinity());
   const at::Tensor t = at::randint(0, 500, {24}, at::kLong);
   const CrossEntropyResult r = sharded_forward(masked, t, {0, 500, 1000}, true);
-  EXPECT_TRUE(at::allclose(r.loss, cross_entropy_forward_reference(masked.narrow(1, 0, 500), t).loss, 1e-5, 1e-5));
+  expect_close(r.loss, cross_entropy_forward_reference(masked.narrow(1, 0, 500), t).loss, Tolerance::elementwise(1e-5, 1e-5), "r.loss");
 }
 
 TEST(CrossEntropyReference, RejectsMismatchedTarget) {
@@ -142,8 +145,8 @@ void check_unsharded(const at::Tensor& logits, const at::Tensor& target, const s
   const CrossEntropyResult r = cross_entropy_forward(logits, target);
   const CrossEntropyResult ref = cross_entropy_forward_reference(logits, target);
   expect_within_reference_error(r.loss, ref.loss, loss_hi, "loss " + what);
-  EXPECT_TRUE(at::allclose(r.max, ref.max)) << what;
-  EXPECT_TRUE(at::allclose(r.sum_exp, ref.sum_exp, 1e-5, 1e-6)) << what;
+  expect_close(r.max, ref.max, Tolerance::elementwise(1e-8, 1e-5), what);
+  expect_close(r.sum_exp, ref.sum_exp, Tolerance::elementwise(1e-6, 1e-5), what);
   const at::Tensor ignored = target == kCrossEntropyIgnoreIndex;
   EXPECT_EQ(r.loss.masked_select(ignored).abs().sum().item<double>(), 0.0) << what;
   const at::Tensor grad = cross_entropy_backward(grad_loss, logits, target, r.max, r.sum_exp);
@@ -189,7 +192,7 @@ TEST(CrossEntropyKernel, ShardedPathEqualsUnsharded) {
         const std::string what = std::string(c10::toString(dtype)) + " V=" + std::to_string(vocab) + " tp=" +
                                  std::to_string(cuts.size() - 1);
         const CrossEntropyResult r = sharded_forward(logits, target, cuts, /*use_reference=*/false);
-        EXPECT_TRUE(at::allclose(r.loss, whole.loss, 1e-5, 1e-5)) << what;
+        expect_close(r.loss, whole.loss, Tolerance::elementwise(1e-5, 1e-5), what);
         EXPECT_TRUE(at::equal(r.max, whole.max)) << what;
         std::vector<at::Tensor> grads;
         for (size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -199,7 +202,7 @@ TEST(CrossEntropyKernel, ShardedPathEqualsUnsharded) {
         const at::Tensor grad = at::cat(grads, 1);
         // Same formula, global stats agree to fp32 rounding: at most one low-precision ulp apart.
         const double tol = dtype == at::kFloat ? 1e-6 : (dtype == at::kBFloat16 ? 1e-2 : 1e-3);
-        EXPECT_LE((grad.to(at::kFloat) - grad_whole.to(at::kFloat)).abs().max().item<double>(), tol) << what;
+        expect_close(grad, grad_whole, Tolerance::absolute(tol), what);
       }
     }
   }

@@ -11,9 +11,12 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/norm_ops.h"
+#include "tensor_expect.h"
 
 namespace ka = megatron::kernels::aten;
 using megatron::testing::expect_within_reference_error;
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 namespace {
 
@@ -64,7 +67,7 @@ void expect_stats_close(const at::Tensor& kernel, const at::Tensor& reference, c
   ASSERT_EQ(kernel.scalar_type(), at::kFloat) << what;
   const at::Tensor k = kernel.cpu();
   const at::Tensor r = reference.cpu().to(at::kFloat);
-  EXPECT_TRUE(at::allclose(k, r, 1e-4, 1e-5)) << what << ": max difference " << (k - r).abs().max().item<double>();
+  expect_close(k, r, Tolerance::elementwise(1e-5, 1e-4), what);
 }
 
 void check_norm(bool rms, int64_t rows, int64_t hidden, at::ScalarType dtype, bool residual, bool bias,
@@ -211,9 +214,9 @@ TEST(NormReference, LayerNormMatchesAtenNativeLayerNorm) {
     const at::Tensor s = residual ? in.x + in.residual : in.x;
     const auto [out, mean, rstd] = at::native_layer_norm(s, {97}, in.weight, in.bias, kEps);
     const ka::NormOutputs r = ka::layer_norm_reference(in.x, in.weight, in.bias, kEps, in.residual);
-    EXPECT_TRUE(at::allclose(r.out, out, 1e-5, 1e-5)) << (r.out - out).abs().max().item<double>();
-    EXPECT_TRUE(at::allclose(r.mean, mean.flatten(), 1e-5, 1e-6));
-    EXPECT_TRUE(at::allclose(r.rstd, rstd.flatten(), 1e-5, 1e-6));
+    expect_close(r.out, out, Tolerance::elementwise(1e-5, 1e-5), "r.out");
+    expect_close(r.mean, mean.flatten(), Tolerance::elementwise(1e-6, 1e-5), "r.mean");
+    expect_close(r.rstd, rstd.flatten(), Tolerance::elementwise(1e-6, 1e-5), "r.rstd");
     if (residual) {
       EXPECT_TRUE(at::equal(r.residual_out, s));
     }
@@ -230,11 +233,10 @@ TEST(NormReference, LayerNormBackwardMatchesAutograd) {
       const at::Tensor& input = residual ? f.residual_out : in.x;
       const ka::NormGrads g =
           ka::layer_norm_bwd_reference(in.grad_out, input, in.weight, f.mean, f.rstd, bias, in.grad_residual);
-      EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-4, 1e-5))
-          << (g.grad_input - t.grad_input).abs().max().item<double>();
-      EXPECT_TRUE(at::allclose(g.grad_weight, t.grad_weight, 1e-4, 1e-4));
+      expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-4), "g.grad_input");
+      expect_close(g.grad_weight, t.grad_weight, Tolerance::elementwise(1e-4, 1e-4), "g.grad_weight");
       if (bias) {
-        EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-4, 1e-4));
+        expect_close(g.grad_bias, t.grad_bias, Tolerance::elementwise(1e-4, 1e-4), "g.grad_bias");
       }
       EXPECT_EQ(g.grad_bias.defined(), bias);
     }
@@ -249,8 +251,8 @@ TEST(NormReference, RmsNormMatchesFormulaInDouble) {
     const at::Tensor ms = s.square().mean({-1}, true);
     const at::Tensor expected = s / at::sqrt(ms + kEps) * in.weight.to(at::kDouble);
     const ka::NormOutputs r = ka::rms_norm_reference(in.x, in.weight, kEps, in.residual);
-    EXPECT_TRUE(at::allclose(r.out.to(at::kDouble), expected, 1e-5, 1e-5));
-    EXPECT_TRUE(at::allclose(r.rstd.to(at::kDouble), (1.0 / at::sqrt(ms + kEps)).flatten(), 1e-5, 1e-6));
+    expect_close(r.out.to(at::kDouble), expected, Tolerance::elementwise(1e-5, 1e-5), "r.out");
+    expect_close(r.rstd.to(at::kDouble), (1.0 / at::sqrt(ms + kEps)).flatten(), Tolerance::elementwise(1e-6, 1e-5), "r.rstd");
     EXPECT_FALSE(r.mean.defined());
   }
 }
@@ -263,9 +265,8 @@ TEST(NormReference, RmsNormBackwardMatchesAutograd) {
     const ka::NormOutputs f = ka::rms_norm_reference(in.x, in.weight, kEps, in.residual);
     const at::Tensor& input = residual ? f.residual_out : in.x;
     const ka::NormGrads g = ka::rms_norm_bwd_reference(in.grad_out, input, in.weight, f.rstd, in.grad_residual);
-    EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-4, 1e-5))
-        << (g.grad_input - t.grad_input).abs().max().item<double>();
-    EXPECT_TRUE(at::allclose(g.grad_weight, t.grad_weight, 1e-4, 1e-4));
+    expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-4), "g.grad_input");
+    expect_close(g.grad_weight, t.grad_weight, Tolerance::elementwise(1e-4, 1e-4), "g.grad_weight");
   }
 }
 
@@ -277,7 +278,7 @@ TEST(NormReference, LowPrecisionReferenceRoundsTheFp32Result) {
   ASSERT_EQ(r.rstd.scalar_type(), at::kFloat);
   const at::Tensor s = (in.x + in.residual).to(at::kFloat);
   const at::Tensor expected = at::layer_norm(s, {100}, in.weight.to(at::kFloat), in.bias.to(at::kFloat), kEps);
-  EXPECT_TRUE(at::allclose(r.out.to(at::kFloat), expected, 1e-2, 1e-2));
+  expect_close(r.out.to(at::kFloat), expected, Tolerance::elementwise(1e-2, 1e-2), "r.out");
 }
 
 // fp32 LayerNorm on CPU takes ATen's fused native_layer_norm; it must give what the reference
@@ -291,9 +292,9 @@ TEST(NormCpuEntries, LayerNormMatchesReferenceAndAutograd) {
       const Truth t = truth(false, in);
       const ka::NormOutputs f = ka::layer_norm_fwd(in.x, in.weight, in.bias, kEps, in.residual);
       const ka::NormOutputs r = ka::layer_norm_reference(in.x, in.weight, in.bias, kEps, in.residual);
-      EXPECT_TRUE(at::allclose(f.out, r.out, 1e-5, 1e-5)) << (f.out - r.out).abs().max().item<double>();
-      EXPECT_TRUE(at::allclose(f.mean, r.mean, 1e-5, 1e-6));
-      EXPECT_TRUE(at::allclose(f.rstd, r.rstd, 1e-5, 1e-6));
+      expect_close(f.out, r.out, Tolerance::elementwise(1e-5, 1e-5), "f.out");
+      expect_close(f.mean, r.mean, Tolerance::elementwise(1e-6, 1e-5), "f.mean");
+      expect_close(f.rstd, r.rstd, Tolerance::elementwise(1e-6, 1e-5), "f.rstd");
       EXPECT_EQ(f.mean.sizes(), r.mean.sizes());
       EXPECT_EQ(f.residual_out.defined(), residual);
       if (residual) {
@@ -301,12 +302,11 @@ TEST(NormCpuEntries, LayerNormMatchesReferenceAndAutograd) {
       }
       const ka::NormGrads g = ka::layer_norm_bwd(in.grad_out, residual ? f.residual_out : in.x, in.weight, f.mean,
                                                  f.rstd, bias, in.grad_residual);
-      EXPECT_TRUE(at::allclose(g.grad_input, t.grad_input, 1e-4, 1e-5))
-          << (g.grad_input - t.grad_input).abs().max().item<double>();
-      EXPECT_TRUE(at::allclose(g.grad_weight, t.grad_weight, 1e-4, 1e-4));
+      expect_close(g.grad_input, t.grad_input, Tolerance::elementwise(1e-5, 1e-4), "g.grad_input");
+      expect_close(g.grad_weight, t.grad_weight, Tolerance::elementwise(1e-4, 1e-4), "g.grad_weight");
       EXPECT_EQ(g.grad_bias.defined(), bias);
       if (bias) {
-        EXPECT_TRUE(at::allclose(g.grad_bias, t.grad_bias, 1e-4, 1e-4));
+        expect_close(g.grad_bias, t.grad_bias, Tolerance::elementwise(1e-4, 1e-4), "g.grad_bias");
       }
     }
   }

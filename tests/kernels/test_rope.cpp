@@ -11,11 +11,14 @@
 #include "gpu_test_support.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/rope_ops.h"
+#include "tensor_expect.h"
 
 namespace megatron::kernels {
 namespace {
 
 using megatron::testing::expect_within_reference_error;
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 // Element by element: pair (k, q) rotated by the angle at each position, rest copied.
 at::Tensor hand_rotation(const at::Tensor& t, const at::Tensor& freqs, bool interleaved) {
@@ -45,15 +48,15 @@ TEST(RopeReference, MatchesHandRotationAndAutogradOnCpu) {
       const at::Tensor freqs = rope_freqs(7, rot, 10000.0, interleaved, at::kCPU);  // longer table than s
       const at::Tensor used = freqs.narrow(0, 0, 5);
       const at::Tensor y = rope_forward_reference(t, freqs, interleaved);
-      EXPECT_TRUE(at::allclose(y.to(at::kDouble), hand_rotation(t, used, interleaved), 1e-5, 1e-6));
+      expect_close(y.to(at::kDouble), hand_rotation(t, used, interleaved), Tolerance::elementwise(1e-6, 1e-5), "y");
       EXPECT_TRUE(at::equal(rope_forward(t, freqs, interleaved), y));  // CPU entry = reference
       // Backward = gradient of the forward.
       const at::Tensor leaf = t.detach().requires_grad_(true);
       const at::Tensor dy = at::randn_like(t);
       rope_forward_reference(leaf, freqs, interleaved).backward(dy);
-      EXPECT_TRUE(at::allclose(rope_backward_reference(dy, freqs, interleaved), leaf.grad(), 1e-5, 1e-6));
+      expect_close(rope_backward_reference(dy, freqs, interleaved), leaf.grad(), Tolerance::elementwise(1e-6, 1e-5), "rope_backward_reference(dy, freqs, interleaved)");
       // Rotation by -angle undoes the rotation.
-      EXPECT_TRUE(at::allclose(rope_backward_reference(y, freqs, interleaved), t, 1e-5, 1e-5));
+      expect_close(rope_backward_reference(y, freqs, interleaved), t, Tolerance::elementwise(1e-5, 1e-5), "rope_backward_reference(y, freqs, interleaved)");
     }
   }
 }

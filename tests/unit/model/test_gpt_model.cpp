@@ -10,9 +10,13 @@
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
 #include "test_support.h"
+#include "tensor_expect.h"
 
 namespace megatron::model {
 namespace {
+
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 using testing::tiny_config;
 
@@ -27,14 +31,14 @@ void expect_cached_matches_full(const ModelConfig& c) {
   const at::Tensor tokens = at::randint(c.padded_vocab_size, {2, 12}, gen, at::kLong);
   const at::Tensor positions = at::arange(12, at::kLong).unsqueeze(0).expand({2, 12});
   const at::Tensor full = model.forward(tokens, positions, at::Tensor(), at::Tensor(), ForwardContext{false});
-  const double tol = 1e-5 * full.abs().max().item<double>();
+  const Tolerance tol = Tolerance::absolute(1e-5 * full.abs().max().item<double>());
   GptModel::KvCache cache;
   const at::Tensor prompt = model.forward_cached(tokens.narrow(1, 0, 5), cache);
   EXPECT_EQ(cache.length(), 5);
-  EXPECT_LE((prompt - full.narrow(1, 0, 5)).abs().max().item<double>(), tol);
+  expect_close(prompt, full.narrow(1, 0, 5), tol, "the prompt");
   for (int t = 5; t < 12; ++t) {
     const at::Tensor step = model.forward_cached(tokens.narrow(1, t, 1), cache);
-    EXPECT_LE((step - full.narrow(1, t, 1)).abs().max().item<double>(), tol) << "position " << t;
+    expect_close(step, full.narrow(1, t, 1), tol, "position " + std::to_string(t));
   }
   EXPECT_EQ(cache.length(), 12);
 }
@@ -206,7 +210,7 @@ TEST(GptModel, ParametersTakeTheRequestedDtypeWithTheSameInitialValues) {
   const at::Tensor loss = double_model.forward(tokens, pos, at::Tensor(), tokens, ctx);
   EXPECT_EQ(loss.scalar_type(), at::kFloat);  // the loss is fp32 (spec 10.7)
   const at::Tensor float_loss = float_model.forward(tokens, pos, at::Tensor(), tokens, ctx);
-  EXPECT_TRUE(at::allclose(loss, float_loss, 1e-4, 1e-5));
+  expect_close(loss, float_loss, Tolerance::elementwise(1e-5, 1e-4), "loss");
 }
 
 }  // namespace

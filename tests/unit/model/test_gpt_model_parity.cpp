@@ -13,6 +13,7 @@
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
 #include "test_support.h"
+#include "tensor_expect.h"
 
 namespace megatron::model {
 namespace {
@@ -94,12 +95,7 @@ void expect_matches_reference(const ModelConfig& config) {
   for (const auto& [name, t] : model.named_parameters()) {
     const at::Tensor ref = read_raw(dir / ("out/" + name + ".bin"), t.sizes(), at::kFloat);
     ASSERT_TRUE(t.grad().defined()) << name << " got no gradient";
-    const at::Tensor diff = (t.grad() - ref).abs();
-    const double scale = ref.abs().max().item<double>();
-    const int64_t worst = diff.argmax().item<int64_t>();
-    EXPECT_LE(diff.max().item<double>(), 1e-5 * scale + 1e-9)
-        << name << ": worst flat index " << worst << " ours " << t.grad().flatten()[worst].item<double>()
-        << " reference " << ref.flatten()[worst].item<double>();
+    megatron::testing::expect_close(t.grad(), ref, megatron::testing::Tolerance::of_largest(1e-9, 1e-5), name);
   }
 }
 

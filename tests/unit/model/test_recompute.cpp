@@ -18,6 +18,7 @@
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
 #include "model/tiny_model_config.h"
+#include "tensor_expect.h"
 
 namespace megatron::model {
 namespace {
@@ -108,8 +109,8 @@ Pass run(const ModelConfig& config, bool training = true) {
 void expect_same(const Pass& a, const Pass& b, double tolerance, const std::string& what) {
   EXPECT_NEAR(a.loss, b.loss, tolerance * std::abs(b.loss)) << what;
   for (const auto& [name, g] : b.grads) {
-    const double scale = g.abs().max().item<double>() + 1e-12;
-    EXPECT_LE((a.grads.at(name) - g).abs().max().item<double>(), tolerance * scale) << what << ": " << name;
+    megatron::testing::expect_close(a.grads.at(name), g, megatron::testing::Tolerance::of_largest(1e-12, tolerance),
+                                    what + ": " + name);
   }
 }
 

@@ -14,9 +14,13 @@
 #include "megatron/parallel/single_process_context.h"
 #include "optim/reference_adamw.h"
 #include "parallel/ddp_test_model.h"
+#include "tensor_expect.h"
 
 namespace megatron::optim {
 namespace {
+
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 using parallel::DataParallelBuffers;
 using parallel::DataParallelConfig;
@@ -107,7 +111,7 @@ TEST(OptimizerWithScaler, UnscaledUpdateMatchesTheUnscaledReference) {
     EXPECT_NEAR(r.grad_norm, reference.clip_grad_norm(1.0), 1e-5 * r.grad_norm) << "iteration " << it;
     reference.step(0.01, 0.0);
     for (std::size_t i = 0; i < dense.params.size(); ++i) {
-      EXPECT_TRUE(at::allclose(s.model.params[i].second, dense.params[i].second, 1e-5, 1e-6)) << dense.params[i].first;
+      expect_close(s.model.params[i].second, dense.params[i].second, Tolerance::elementwise(1e-6, 1e-5), dense.params[i].first);
     }
   }
 }
@@ -134,7 +138,7 @@ TEST(OptimizerWithScaler, Bf16ParametersTrainFromFp32MainParameters) {
   for (std::size_t i = 0; i < dense.params.size(); ++i) {
     const at::Tensor& p = s.model.params[i].second;
     EXPECT_EQ(p.scalar_type(), at::kBFloat16);
-    EXPECT_TRUE(at::allclose(p.to(at::kFloat), dense.params[i].second, 2e-2, 2e-3)) << dense.params[i].first;
+    expect_close(p.to(at::kFloat), dense.params[i].second, Tolerance::elementwise(2e-3, 2e-2), dense.params[i].first);
   }
 }
 

@@ -15,9 +15,13 @@
 #include "megatron/optim/optimizer.h"
 #include "megatron/parallel/single_process_context.h"
 #include "parallel/ddp_test_model.h"
+#include "tensor_expect.h"
 
 namespace megatron::optim {
 namespace {
+
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 using parallel::DataParallelBuffers;
 using parallel::DataParallelConfig;
@@ -53,9 +57,9 @@ void expect_same_params(const TinyModel& a, const TinyModel& b, double tolerance
     const at::Tensor& x = a.params[i].second;
     const at::Tensor& y = b.params[i].second;
     if (tolerance == 0.0) {
-      EXPECT_TRUE(at::equal(x, y)) << a.params[i].first << " max diff " << (x - y).abs().max().item<double>();
+      megatron::testing::expect_equal(x, y, a.params[i].first);
     } else {
-      EXPECT_TRUE(at::allclose(x, y, tolerance, tolerance)) << a.params[i].first;
+      expect_close(x, y, Tolerance::elementwise(tolerance, tolerance), a.params[i].first);
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "megatron/parallel/data_parallel.h"
 #include "megatron/parallel/tensor_parallel.h"
 #include "mpi_test_support.h"
+#include "tensor_expect.h"
 
 namespace megatron::parallel {
 namespace {
@@ -46,8 +47,7 @@ void expect_dp_average(const DataParallelBuffers& buffer, const std::vector<at::
     const Range owned = buffer.owned_range(static_cast<int>(b));
     const at::Tensor got = buffer.grad_data().narrow(0, owned.begin, owned.numel());
     const at::Tensor expected = flat.narrow(0, owned.begin, owned.numel());
-    EXPECT_TRUE(at::equal(got, expected))
-        << "bucket " << b << " max diff " << (got - expected).abs().max().item<float>();
+    megatron::testing::expect_equal(got, expected, "bucket " + std::to_string(b));
   }
   if (!buffer.config().use_distributed_optimizer) {
     for (std::size_t i = 0; i < want.size(); ++i) {

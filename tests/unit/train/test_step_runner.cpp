@@ -15,9 +15,13 @@
 #include "megatron/parallel/single_process_context.h"
 #include "model/tiny_model_config.h"
 #include "optim/reference_adamw.h"
+#include "tensor_expect.h"
 
 namespace megatron::train {
 namespace {
+
+using megatron::testing::expect_close;
+using megatron::testing::Tolerance;
 
 constexpr int kMbs = 2;
 constexpr std::int64_t kEod = 0;
@@ -155,8 +159,7 @@ TEST(StepRunner, TrainMakesOneAdamWStepOnTheMeanOfTheMicroBatchLosses) {
     const at::Tensor& p = params[i].second;
     EXPECT_FALSE(at::equal(p, before[i])) << params[i].first << " did not change";
     const at::Tensor& expected = dense.named_parameters()[i].second;
-    EXPECT_TRUE(at::allclose(p, expected, 1e-5, 1e-5))
-        << params[i].first << " max diff " << (p - expected).abs().max().item<double>();
+    expect_close(p, expected, Tolerance::elementwise(1e-5, 1e-5), params[i].first);
   }
 }
 

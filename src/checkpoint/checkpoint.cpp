@@ -139,6 +139,7 @@ nlohmann::json meta_without_files(const CheckpointState& state, const ShardWrite
           {"floating_point_operations_so_far", state.floating_point_operations_so_far},
           {"data_parallel_size", writer.dp_size},
           {"distributed_optimizer", writer.distributed_optimizer},
+          {"opt_param_scheduler", state.scheduler},
           {"config", state.config},
           {"grad_scaler", state.grad_scaler}};
 }
@@ -400,6 +401,7 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
     state.scheduler_num_steps = meta.at("scheduler_num_steps").get<std::int64_t>();
     state.optimizer_steps = meta.at("optimizer_steps").get<std::int64_t>();
     state.floating_point_operations_so_far = meta.at("floating_point_operations_so_far").get<double>();
+    state.scheduler = meta.value("opt_param_scheduler", nlohmann::json());
     state.config = meta.at("config");
     state.grad_scaler = meta.value("grad_scaler", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {
@@ -436,7 +438,12 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
                    " has no optimizer state (saved with --no-save-optim); use --no-load-optim or --finetune");
     if (state.optimizer_parts.size() == 1) state.optimizer = state.optimizer_parts.front();
   }
-  if (load_rng && files.contains(kRngFile)) state.rng = read(kRngFile);
+  if (load_rng) {
+    // Megatron stops here too: a resume without the saved streams would not continue the run.
+    MEGATRON_CHECK(files.contains(kRngFile), "checkpoint ", dir.string(),
+                   " has no random-number-generator state (saved with --no-save-rng); use --no-load-rng or --finetune");
+    state.rng = read(kRngFile);
+  }
   return state;
 }
 

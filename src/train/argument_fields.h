@@ -137,6 +137,8 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"lr_warmup_iters", "--lr-warmup-iters", K::kValue, "Warmup iterations."}, s.lr_warmup_iters);
   f(FieldSpec{"lr_warmup_samples", "--lr-warmup-samples", K::kValue, "Warmup samples."}, s.lr_warmup_samples);
   f(FieldSpec{"lr_warmup_init", "--lr-warmup-init", K::kValue, "Learning rate at the start of warmup."}, s.lr_warmup_init);
+  f(FieldSpec{"override_opt_param_scheduler", "--override-opt-param-scheduler,--override-opt_param-scheduler", K::kStoreTrue, "On resume, take this command line's learning-rate schedule instead of the checkpoint's."}, s.override_opt_param_scheduler);
+  f(FieldSpec{"use_checkpoint_opt_param_scheduler", "--use-checkpoint-opt-param-scheduler,--use-checkpoint-opt_param-scheduler", K::kStoreTrue, "On resume, continue the checkpoint's learning-rate schedule, whatever this command line says."}, s.use_checkpoint_opt_param_scheduler);
 
   auto& d = a.data;
   f(FieldSpec{"data_path", "--data-path", K::kList, "Dataset prefixes, optionally as weight prefix pairs (blending)."}, d.data_path);

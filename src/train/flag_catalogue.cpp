@@ -37,8 +37,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--skip-train", K::kStoreTrue, "evaluation-only runs are not implemented yet"},
     {"--full-validation", K::kStoreTrue, "full validation is not implemented yet; use --eval-iters"},
     // Optimizer and schedules (6.3).
-    {"--override-opt-param-scheduler,--override-opt_param-scheduler", K::kStoreTrue, "scheduler overrides on load are not implemented yet"},
-    {"--use-checkpoint-opt-param-scheduler,--use-checkpoint-opt_param-scheduler", K::kStoreTrue, "scheduler overrides on load are not implemented yet"},
     {"--sgd-momentum", K::kValue, "only --optimizer adam is implemented"},
     {"--decoupled-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},
     {"--decoupled-min-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},

@@ -70,6 +70,9 @@ void Resolver::optimizer() {
 
 void Resolver::schedule() {
   const auto& s = a_.scheduler;
+  check(!(s.override_opt_param_scheduler && s.use_checkpoint_opt_param_scheduler),
+        "--override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler cannot be used together "
+        "(take this run's schedule, or the checkpoint's)");
   const std::size_t problems_before = state_.problems.size();
   if (s.lr_decay_iters) positive("--lr-decay-iters", "lr_decay_iters", *s.lr_decay_iters);
   if (s.lr_decay_samples) positive("--lr-decay-samples", "lr_decay_samples", *s.lr_decay_samples);

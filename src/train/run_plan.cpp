@@ -167,6 +167,9 @@ RunPlan make_run_plan(const Arguments& args) {
   ckpt.load_optimizer = !k.no_load_optim;
   ckpt.load_rng = !k.no_load_rng;
   ckpt.finetune = k.finetune;
+  ckpt.saved_schedule = args.scheduler.use_checkpoint_opt_param_scheduler ? optim::SavedSchedule::kUseCheckpoint
+                        : args.scheduler.override_opt_param_scheduler     ? optim::SavedSchedule::kOverride
+                                                                           : optim::SavedSchedule::kMustMatch;
   ckpt.async_save = k.async_save;
   ckpt.retention = checkpoint::RetentionPolicy{k.save_retain_interval, k.keep_last_checkpoints};
 

@@ -275,7 +275,14 @@ void Trainer::load_checkpoint() {
   optimizer_->reload_model_params();
   if (!plan_.checkpoint.finetune) {
     state_ = TrainState::read_from(*state);
-    scheduler_->set_num_steps(state->scheduler_num_steps);
+    if (state->scheduler.is_null()) {
+      scheduler_->set_num_steps(state->scheduler_num_steps);  // a checkpoint that records only the count
+    } else {
+      const std::string folder = checkpoint::iteration_folder(*plan_.checkpoint.load, state->iteration);
+      for (const auto& line : scheduler_->load_state(state->scheduler, plan_.checkpoint.saved_schedule, folder)) {
+        log_.record(kLogInfo, "megatron.core.optimizer_param_scheduler", line);
+      }
+    }
     if (plan_.checkpoint.load_optimizer) {
       // Every DP rank's pieces of this shard's state; the optimizer keeps what this layout owns.
       parallel::NamedTensors pieces;
@@ -299,6 +306,7 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
   checkpoint::CheckpointState state;
   state_.write_to(state);
   state.scheduler_num_steps = scheduler_->num_steps();
+  state.scheduler = scheduler_->state();
   state.optimizer_steps = optimizer_->step_count();
   state.config = run_config();
   state.model = params_;

@@ -39,6 +39,7 @@ struct CheckpointState {
   std::int64_t consumed_train_samples = 0;
   std::int64_t consumed_valid_samples = 0;
   std::int64_t scheduler_num_steps = 0;
+  nlohmann::json scheduler;  // the learning-rate scheduler's state (Megatron's opt_param_scheduler); null in older checkpoints
   std::int64_t optimizer_steps = 0;
   double floating_point_operations_so_far = 0.0;
   nlohmann::json config;   // the resolved run configuration

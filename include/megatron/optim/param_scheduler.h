@@ -6,8 +6,11 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "megatron/core/enum_names.h"
 
@@ -45,6 +48,13 @@ struct SchedulerConfig {
   WdIncrStyle wd_incr_style = WdIncrStyle::kConstant;
 };
 
+// How a resume treats the schedule a checkpoint recorded (Megatron's load_state_dict).
+enum class SavedSchedule {
+  kMustMatch,      // every setting must equal this run's (Megatron's default assertion)
+  kUseCheckpoint,  // --use-checkpoint-opt-param-scheduler: the checkpoint's settings win
+  kOverride,       // --override-opt-param-scheduler: this run's settings win
+};
+
 class ParamScheduler {
  public:
   // Megatron calls step(0) at construction: num_steps starts at 0.
@@ -56,6 +66,16 @@ class ParamScheduler {
   std::int64_t num_steps() const { return num_steps_; }
   void set_num_steps(std::int64_t n) { num_steps_ = n; }  // on resume
   const SchedulerConfig& config() const { return config_; }
+
+  // Megatron's state_dict (max_lr, min_lr, lr_warmup_steps, lr_decay_steps, lr_decay_style,
+  // num_steps, start_wd, end_wd, wd_incr_steps, wd_incr_style; styles by name) plus the settings
+  // Megatron's omits that shape the curve too (lr_warmup_init, wsd_decay_steps, lr_wsd_decay_style).
+  nlohmann::json state() const;
+  // Restores the step count and, by `policy`, the settings from a state() of `source` (a
+  // checkpoint folder, for messages). Returns the lines Megatron logs (" > using checkpoint value
+  // 0.0006 for learning rate", " > overriding ..."). Under kMustMatch throws megatron::Error
+  // naming every setting that differs, with both values and the flags that decide.
+  std::vector<std::string> load_state(const nlohmann::json& saved, SavedSchedule policy, std::string_view source);
 
  private:
   SchedulerConfig config_;

@@ -111,6 +111,9 @@ struct SchedulerArgs {
   std::int64_t lr_warmup_iters = 0;
   std::int64_t lr_warmup_samples = 0;
   double lr_warmup_init = 0.0;
+  // On resume: the checkpoint's schedule wins, or this command line's (else they must agree).
+  bool use_checkpoint_opt_param_scheduler = false;
+  bool override_opt_param_scheduler = false;
   bool operator==(const SchedulerArgs&) const = default;
 };
 

@@ -76,6 +76,7 @@ struct CheckpointPlan {
   bool load_optimizer = true, load_rng = true;
   bool finetune = false;
   bool async_save = false;
+  optim::SavedSchedule saved_schedule = optim::SavedSchedule::kMustMatch;
   checkpoint::RetentionPolicy retention;
 };
 

@@ -38,3 +38,16 @@ die() {
   echo "error: $*" >&2
   exit 1
 }
+
+# require_int MIN NAME...: dies, naming the variable, unless each variable NAME holds a whole
+# number of at least MIN (0 or 1), in plain decimal digits: bash's arithmetic would otherwise read
+# "abc" as another variable, "010" as octal, and fail with its own message (division by 0).
+require_int() {
+  local min=$1 name value what="a positive integer"
+  shift
+  (( min == 0 )) && what="a non-negative integer"
+  for name in "$@"; do
+    value=${!name:-}
+    if ! [[ $value =~ ^(0|[1-9][0-9]{0,17})$ ]] || (( value < min )); then die "$name=$value: expected $what"; fi
+  done
+}

@@ -23,6 +23,7 @@
 #include "megatron/train/exit_policy.h"
 #include "megatron/train/iteration_logger.h"
 #include "megatron/train/memory_preflight.h"
+#include "megatron/train/rank_agreement.h"
 #include "megatron/train/step_runner.h"
 #include "megatron/train/train_state.h"
 #include "megatron/train/training_log.h"
@@ -118,6 +119,7 @@ class Trainer {
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
   comm_.set_timeout(std::chrono::minutes(plan_.distributed_timeout_minutes));
+  check_ranks_agree(plan_.arguments, comm_);  // before anything is built from the flags
   if (plan_.checkpoint.save && comm_.rank() == 0) save_lock_ = take_save_folder(*plan_.checkpoint.save, out_);
   for (const auto& line : startup_messages) log_.line(line);
   out_ << plan_.argument_dump;

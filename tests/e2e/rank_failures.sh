@@ -7,9 +7,11 @@
 #                            and the tracker; the next run resumes there and clears the leftover
 #   stage_never_sends        a pipeline stage that never sends ends the job within
 #                            --distributed-timeout-minutes, naming the waiting stage and transfer
+#   ranks_disagree           ranks started with different flags (a model size, a learning rate)
+#                            stop before anything is built, naming the ranks and the flags
 # Usage: rank_failures.sh CASE (or --list).
 set -uo pipefail
-CASES=(error_on_one_rank rank_killed rank_killed_during_save stage_never_sends)
+CASES=(error_on_one_rank rank_killed rank_killed_during_save stage_never_sends ranks_disagree)
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${CASES[@]}"
   exit 0
@@ -30,6 +32,20 @@ error_on_one_rank() {
   assert_fails_with "[rank 1] checkpoint file $ckpt/iter_0000004/mp_rank_01/model.safetensors fails its CRC-32 check" \
     timeout 60 "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$TRAIN" $(layout_flags 2 2) --load "$ckpt"
   [[ $RC -ne 124 ]] || fail "the job did not end within 60 s"
+}
+
+ranks_disagree() {
+  local flags
+  # shellcheck disable=SC2207
+  flags=($(layout_flags 1 2))
+  # Open MPI's MPMD form: rank 0 runs the first command line, rank 1 the second.
+  assert_fails_with "the ranks were started with different flags" timeout 60 "$MPIEXEC" --oversubscribe --bind-to none \
+    -n 1 "$TRAIN" "${flags[@]}" --hidden-size 64 : -n 1 "$TRAIN" "${flags[@]}" --hidden-size 48
+  assert_contains "$WORK/err.txt" "rank 1: --hidden-size 48 (rank 0: 64)"
+  assert_fails_with "rank 1: --lr 0.001 (rank 0: 0.003)" timeout 60 "$MPIEXEC" --oversubscribe --bind-to none \
+    -n 1 "$TRAIN" "${flags[@]}" : -n 1 "$TRAIN" "${flags[@]}" --lr 1e-3
+  grep -q " iteration " "$WORK/out.txt" && fail "a rank started training"
+  ok "no iteration ran"
 }
 
 rank_killed() {

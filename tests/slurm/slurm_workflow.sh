@@ -3,7 +3,10 @@
 # nodes runs the repository's sbatch scripts as a user would.
 #   1. slurm/1.data-preprocessing.sbatch over 3 shards (.jsonl, .jsonl.gz, .jsonl.zst), one per
 #      array task, then the merge job: the bytes equal the dataset Megatron made from the corpus.
+#      The merge job run again (as a retry would) is a no-op and leaves the dataset as it was.
 #   2. slurm/2.distributed-training.sbatch on 2 nodes x 2 CPU tasks, TP2 x DP2, on that dataset.
+#      Two one-node runs that end at their own length (EXTRA_ARGS --train-iters 6, and
+#      --train-samples 40) complete without a requeue.
 #   3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun (restart 1, output appended)
 #      finishes with the uninterrupted run's losses, iteration for iteration.
 #   4. a time limit: --signal=TERM before it, the ranks save, the script requeues the job.
@@ -92,6 +95,17 @@ cmp "$WORK/data/corpus_text_document.idx" "$DATA/corpus_text_document.idx" || fa
 [[ ! -e $WORK/data/corpus.parts ]] || fail "the parts were not removed after the merge"
 ok "array $array (3 tasks) + merge $merge: .bin and .idx byte-equal to Megatron's dataset of the whole corpus"
 
+step "1b. the merge job again, as a retry after a node failure would run it: a no-op"
+again=$(PHASE=merge INPUT="$WORK/shards" DATA_PATH="$WORK/data" OUTPUT_PREFIX="$WORK/data/corpus" FILES_PER_TASK=1 \
+  MEGATRON_BIN="$TOOLS" sbatch --parsable --job-name=preprocess-data-merge --cpus-per-task=1 --output="$WORK/merge_again.out" \
+  "$REPO/slurm/1.data-preprocessing.sbatch")
+slurm_wait "$again" 60 || fail "the second merge job did not finish"
+[[ $(slurm_state "$again") == COMPLETED ]] || fail "the second merge job ended $(slurm_state "$again")"
+grep -q "already merged" "$WORK/merge_again.out" || fail "the second merge job does not say the dataset is merged"
+cmp "$WORK/data/corpus_text_document.bin" "$DATA/corpus_text_document.bin" || fail ".bin changed by the second merge"
+cmp "$WORK/data/corpus_text_document.idx" "$DATA/corpus_text_document.idx" || fail ".idx changed by the second merge"
+ok "merge job $again: completed, the dataset unchanged"
+
 # A tiny GPT at TP2 x DP2 on 2 nodes x 2 CPU tasks.
 export GPUS_PER_NODE=0 TASKS_PER_NODE=2 NUM_LAYERS=2 HIDDEN_SIZE=32 NUM_ATTENTION_HEADS=4 SEQ_LENGTH=32 \
   TENSOR_MODEL_PARALLEL_SIZE=2 PIPELINE_MODEL_PARALLEL_SIZE=1 MICRO_BATCH_SIZE=2 GLOBAL_BATCH_SIZE=8 \
@@ -121,6 +135,26 @@ grep -q "^------------------------ arguments ------------------------$" "$WORK/s
   fail "rank 0's log has no argument dump"
 [[ $(losses "$WORK/straight/logs/${job}_restart0_rank00003.log" | wc -l) -eq 30 ]] || fail "the last rank's log lacks iteration lines"
 ok "job $job: 30 iterations, a checkpoint, the run record, one log per rank and event files beside it"
+
+step "2b. runs that end at their own length (EXTRA_ARGS --train-iters 6; --train-samples 40): no requeue"
+# One node each (TP2 on its 2 tasks), side by side, each with its own index cache.
+short=$(CHECKPOINT_PATH="$WORK/short" EXTRA_ARGS="${EXTRA_ARGS/"$WORK/cache"/"$WORK/cache_short"} --train-iters 6" \
+  sbatch --parsable --nodes=1 --output="$WORK/short.out" "$REPO/slurm/2.distributed-training.sbatch")
+samples=$(CHECKPOINT_PATH="$WORK/samples" EXTRA_ARGS="${EXTRA_ARGS/"$WORK/cache"/"$WORK/cache_samples"} --train-samples 40" \
+  sbatch --parsable --nodes=1 --output="$WORK/samples.out" "$REPO/slurm/2.distributed-training.sbatch")
+# A requeued job would be queued again: it never leaves the queue.
+slurm_wait "$short" 90 || fail "the --train-iters 6 job did not finish (requeued?)"
+slurm_wait "$samples" 90 || fail "the --train-samples 40 job did not finish (requeued?)"
+for run in "short $short 6" "samples $samples 5"; do
+  read -r name id last <<<"$run"
+  [[ $(slurm_state "$id") == COMPLETED ]] || fail "the $name job ended $(slurm_state "$id")"
+  [[ $(scontrol show job "$id") == *" Restarts=0 "* ]] || fail "the $name job was requeued"
+  ! grep -q "requeueing job" "$WORK/$name.out" || fail "the $name job requeued itself"
+  grep -q "not requeueing: the run reached its last iteration, $last" "$WORK/$name.out" ||
+    fail "the $name job does not say that its run reached iteration $last"
+  [[ $(cat "$WORK/$name/latest_checkpointed_iteration.txt") == "$last" ]] || fail "no checkpoint of iteration $last in $name"
+done
+ok "jobs $short (6 iterations) and $samples (40 samples: 5 iterations): completed, not requeued"
 
 step "3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun resumes"
 job=$(CHECKPOINT_PATH="$WORK/requeued" sbatch --parsable --nodes=2 --output="$WORK/requeued.out" \

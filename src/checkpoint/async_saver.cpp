@@ -109,17 +109,12 @@ std::optional<std::int64_t> AsyncCheckpointSaver::poll(bool blocking) {
   return iteration;
 }
 
-std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy) {
+std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy,
+                                         const RemoveFolder& remove_folder) {
   if (!policy.active()) return {};
   const std::int64_t keep_last = std::max<std::int64_t>(1, policy.keep_last.value_or(1));
-  std::vector<std::int64_t> iterations;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !is_checkpoint_output(name) || !name.starts_with("iter_")) continue;
-    const std::int64_t it = std::stoll(name.substr(5));
-    if (it <= latest) iterations.push_back(it);
-  }
-  std::sort(iterations.begin(), iterations.end());
+  std::vector<std::int64_t> iterations = saved_iterations(root);
+  std::erase_if(iterations, [&](std::int64_t it) { return it > latest; });
   std::vector<std::string> removed;
   const std::size_t newest = iterations.size() > static_cast<std::size_t>(keep_last)
                                  ? iterations.size() - static_cast<std::size_t>(keep_last)
@@ -134,8 +129,20 @@ std::vector<std::string> apply_retention(const std::string& root, std::int64_t l
     std::error_code ec;
     fs::rename(folder, doomed, ec);
     MEGATRON_CHECK(!ec, "checkpoint retention: cannot rename ", folder, " for removal (", ec.message(), ")");
-    fs::remove_all(doomed, ec);
-    MEGATRON_CHECK(!ec, "checkpoint retention: cannot remove ", doomed, " (", ec.message(), ")");
+    if (remove_folder) {
+      remove_folder(doomed, ec);
+    } else {
+      fs::remove_all(doomed, ec);
+    }
+    if (ec) {
+      // Back under its final name, whole or not: a temporary name would make the next start take
+      // it for a killed save's leftover. Only a checkpoint older than the latest is ever here.
+      std::error_code back;
+      fs::rename(doomed, folder, back);
+      MEGATRON_FAIL("checkpoint retention: cannot remove ", folder, " (", ec.message(), ")",
+                    back ? str_cat("; it is left as ", doomed, ", which the next start removes")
+                         : std::string("; it stays, possibly without some of its files"));
+    }
     removed.push_back(folder);
   }
   return removed;

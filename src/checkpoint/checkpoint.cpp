@@ -320,6 +320,18 @@ std::vector<std::string> remove_stale_temporaries(const std::string& root, bool 
   return megatron::remove_stale_temporaries(root, is_checkpoint_output, locked);
 }
 
+std::vector<std::int64_t> saved_iterations(const std::string& root) {
+  std::vector<std::int64_t> iterations;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!it->is_directory() || !is_checkpoint_output(name) || !name.starts_with("iter_")) continue;
+    iterations.push_back(std::stoll(name.substr(5)));
+  }
+  std::sort(iterations.begin(), iterations.end());
+  return iterations;
+}
+
 std::optional<std::int64_t> read_tracker(const std::string& root) {
   const std::string path = (fs::path(root) / kTrackerFile).string();
   if (!fs::exists(path)) return std::nullopt;

@@ -94,7 +94,7 @@ void Checkpointer::committed(std::int64_t iteration) {
       out_ << "  removed checkpoint " << folder << " (--save-retain-interval / --keep-last-checkpoints)" << std::endl;
     }
   } catch (const std::exception& e) {
-    log_.warning(std::string(e.what()) + "; training goes on, older checkpoints stay");
+    log_.warning(std::string(e.what()) + "; training goes on");
   }
 }
 
@@ -137,6 +137,43 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   refuse_another_model(target.model, checkpoint::saved_model_config(state.config, folder), folder);
   checkpoint::load_parameters(target.params, state.model, folder + "/" + ps_.checkpoint_shard_name());
   return state;
+}
+
+void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) const {
+  if (!plan_.save) return;
+  namespace fs = std::filesystem;
+  const std::string& root = *plan_.save;
+  std::error_code ec;
+  const bool resumes_it = plan_.load && fs::exists(*plan_.load) && fs::equivalent(*plan_.load, root, ec) && !ec;
+  const auto iterations = checkpoint::saved_iterations(root);
+  const auto tracker = checkpoint::read_tracker(root);
+  if (resumes_it || (iterations.empty() && !tracker)) return;
+  std::string which;
+  for (std::size_t i = 0; i < iterations.size(); ++i) {
+    if (i == 6 && iterations.size() > 8) {
+      which += str_cat(", ... (", iterations.size() - 7, " more)");
+      i = iterations.size() - 1;
+    }
+    which += str_cat(i ? ", " : "", iterations[i]);
+  }
+  const std::string held = str_cat("--save ", root, " already holds checkpoints of another run (iteration",
+                                   iterations.size() == 1 ? " " : "s ", which.empty() ? "none" : which,
+                                   tracker ? str_cat("; the tracker names ", *tracker) : std::string(), ")");
+  if (tracker) {
+    const std::string folder = checkpoint::iteration_folder(root, *tracker);
+    model::ModelConfig saved;
+    try {
+      saved = checkpoint::saved_model_config(checkpoint::read_layout(root, *tracker).config, folder);
+    } catch (const Error& e) {
+      log_.warning(str_cat(held, ", whose model cannot be read (", e.what(), "); this run's saves will replace them"));
+      return;
+    }
+    throw_if_problems(str_cat(held, " for a different model; choose another --save folder, or remove them"),
+                      model.shape_differences_from(saved), ProblemHeading::kList);
+  }
+  log_.warning(str_cat(held, "; this run starts at iteration ", start_iteration,
+                       " and its saves will replace them and move the tracker (give --load ", root,
+                       " to resume that run instead)"));
 }
 
 }  // namespace megatron::train

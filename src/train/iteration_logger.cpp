@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <ostream>
 
+#include "megatron/core/check.h"
+#include "megatron/core/log.h"
 #include "megatron/kernels/device.h"
 #include "megatron/train/training_log.h"
 
@@ -15,8 +17,20 @@ IterationLogger::IterationLogger(LoggerSettings settings, std::ostream& out,
                                  std::unique_ptr<TensorBoardWriter> tensorboard)
     : settings_(std::move(settings)), out_(out), tensorboard_(std::move(tensorboard)) {}
 
+template <typename F>
+void IterationLogger::to_tensorboard(std::int64_t iteration, F&& write) {
+  if (!tensorboard_) return;
+  try {
+    write(*tensorboard_);
+  } catch (const Error& e) {
+    tensorboard_.reset();
+    Log(out_).warning(str_cat(e.what(), "; the TensorBoard events from iteration ", iteration,
+                              " on are lost, training goes on without them"));
+  }
+}
+
 void IterationLogger::start(std::int64_t iteration) {
-  start_iteration_ = iteration;
+  start_iteration_ = last_iteration_ = iteration;
   report_memory_ = settings_.device.is_cuda();
   interval_start_ = Clock::now();
 }
@@ -30,7 +44,10 @@ void IterationLogger::step(const StepReport& report, const Progress& now) {
     ++advanced_;
   }
   last_grad_norm_ = report.grad_norm;
-  if (tensorboard_ && now.iteration % settings_.tensorboard.log_interval == 0) write_tensorboard(report, now);
+  last_iteration_ = now.iteration;
+  if (now.iteration % settings_.tensorboard.log_interval == 0) {
+    to_tensorboard(now.iteration, [&](TensorBoardWriter& w) { write_tensorboard(w, report, now); });
+  }
   const bool regular = now.iteration % settings_.loop.log_interval == 0;
   if (regular || now.iteration == start_iteration_ + 1) {
     print_iteration_line(regular, now);
@@ -63,17 +80,18 @@ void IterationLogger::print_iteration_line(bool regular, const Progress& now) {
   out_ << format_iteration_line(f) << std::endl;
   if (!regular) return;
   // Megatron writes the timers at the regular log points.
-  if (tensorboard_ && settings_.tensorboard.timers) {
-    tensorboard_->add_scalar("iteration-time", per_iteration_s, now.iteration);
-    if (f.tflops_per_gpu) tensorboard_->add_scalar("throughput", *f.tflops_per_gpu, now.iteration);
+  if (settings_.tensorboard.timers) {
+    to_tensorboard(now.iteration, [&](TensorBoardWriter& w) {
+      w.add_scalar("iteration-time", per_iteration_s, now.iteration);
+      if (f.tflops_per_gpu) w.add_scalar("throughput", *f.tflops_per_gpu, now.iteration);
+    });
   }
   loss_sum_ = 0.0;
   iterations_ = advanced_ = skipped_ = 0;
   interval_start_ = Clock::now();
 }
 
-void IterationLogger::write_tensorboard(const StepReport& report, const Progress& now) {
-  TensorBoardWriter& w = *tensorboard_;
+void IterationLogger::write_tensorboard(TensorBoardWriter& w, const StepReport& report, const Progress& now) {
   const TensorBoardPlan& l = settings_.tensorboard;
   const auto both = [&](const std::string& tag, double value) {
     w.add_scalar(tag, value, now.iteration);
@@ -113,8 +131,7 @@ void IterationLogger::print_memory(std::int64_t iteration) {
 
 void IterationLogger::validation(const std::string& prefix, double loss, const Progress& now, bool during_training) {
   out_ << format_validation_block(prefix, {{"lm loss", loss}}) << std::endl;
-  if (tensorboard_) {
-    TensorBoardWriter& w = *tensorboard_;
+  to_tensorboard(now.iteration, [&](TensorBoardWriter& w) {
     w.add_scalar("lm loss validation", loss, now.iteration);
     w.add_scalar("lm loss validation vs samples", loss, now.consumed_samples);
     if (settings_.tensorboard.validation_ppl) {
@@ -123,12 +140,12 @@ void IterationLogger::validation(const std::string& prefix, double loss, const P
       w.add_scalar("lm loss validation ppl vs samples", ppl, now.consumed_samples);
     }
     w.flush();
-  }
+  });
   if (during_training) interval_start_ = Clock::now();
 }
 
 void IterationLogger::flush() {
-  if (tensorboard_) tensorboard_->flush();
+  to_tensorboard(last_iteration_, [](TensorBoardWriter& w) { w.flush(); });
 }
 
 }  // namespace megatron::train

@@ -157,6 +157,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
                                                  std::move(save_lock_));
   checkpointer_->on_commit([this] { logger_->flush(); });  // a job stopped after a save keeps its curves
   load_checkpoint();
+  checkpointer_->check_save_folder(model_config_, state_.iteration);
   build_datasets();
   const std::int64_t train_iters = plan_.loop.train_iters;
   MEGATRON_CHECK(datasets_.train() != nullptr || state_.iteration >= train_iters,
@@ -400,7 +401,10 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     }
   }
   result_.final_iteration = state_.iteration;
-  if (!result_.early_exit.empty()) return result_;  // Megatron exits right there, without the final evaluation
+  if (!result_.early_exit.empty()) {  // Megatron exits right there, without the final evaluation
+    logger_->flush();
+    return result_;
+  }
   save_if_new();
   checkpointer_->poll(/*blocking=*/true);
   const std::string at = "iteration " + std::to_string(state_.iteration);
@@ -414,6 +418,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     // Megatron writes the test set's loss under the validation tags too.
     logger_->validation(at + " on test set", evaluate(*datasets_.test(), consumed), progress(), false);
   }
+  logger_->flush();
   return result_;
 }
 

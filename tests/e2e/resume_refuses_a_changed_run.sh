@@ -54,3 +54,14 @@ assert_fails_with "has no random-number-generator state (saved with --no-save-rn
   "${RUN[@]}" --lr 3e-3 --load "$norng"
 assert_succeeds "${RUN[@]}" --lr 3e-3 --load "$norng" --no-load-rng
 assert_succeeds "${RUN[@]}" --lr 3e-3 --load "$norng" --finetune
+
+step "a --save folder holding another run's checkpoints of this model: a warning naming them, then the run"
+assert_succeeds "${RUN[@]}" --lr 3e-3 --save "$ckpt" --save-interval 2 --train-iters 2
+assert_contains "$WORK/out.txt" "WARNING: --save $ckpt already holds checkpoints of another run (iteration 4; the tracker names 4); this run starts at iteration 0"
+assert_eq 2 "$(cat "$ckpt/latest_checkpointed_iteration.txt")" "the tracker after the new run"
+
+step "... of another model: refused before anything is overwritten, naming the differences"
+assert_fails_with "already holds checkpoints of another run (iterations 2, 4; the tracker names 2) for a different model" \
+  "${RUN[@]}" --lr 3e-3 --hidden-size 64 --save "$ckpt" --save-interval 2 --train-iters 2
+assert_contains "$WORK/err.txt" "hidden_size"
+assert_eq 2 "$(cat "$ckpt/latest_checkpointed_iteration.txt")" "the tracker after the refusal"

@@ -46,3 +46,13 @@ printf 'x' >"$WORK/not_a_folder"
 assert_fails_with "--tensorboard-dir $WORK/not_a_folder: cannot create the folder" \
   "${RUN[@]}" --tensorboard-dir "$WORK/not_a_folder"
 ok "refused"
+
+step "event files that cannot be written (a full disk: a 1-block file size limit) cost the curves, not the run"
+# Output through a pipe, so that the limit applies only to the files megatron_train writes itself
+# (the data caches exist from the runs above).
+assert_succeeds bash -c 'set -o pipefail; (trap "" XFSZ; ulimit -f 1; exec "$@" 2>&1) | cat' _ \
+  "${RUN[@]}" --tensorboard-dir "$WORK/tb_full" --tensorboard-queue-size 1
+assert_contains "$WORK/out.txt" "cannot write TensorBoard events to $WORK/tb_full/"
+assert_contains "$WORK/out.txt" "on are lost, training goes on without them"
+grep -q "iteration        6/" "$WORK/out.txt" || fail "training did not reach iteration 6"
+ok "warned, trained to the end, exit 0"

@@ -12,6 +12,9 @@
 // is then one memory copy (fresh memory's page faults cost more than the copy).
 #pragma once
 
+#include <system_error>
+#include <filesystem>
+#include <functional>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -63,6 +66,11 @@ struct RetentionPolicy {
   std::optional<std::int64_t> keep_last;        // --keep-last-checkpoints
   bool active() const { return retain_interval.has_value() || keep_last.has_value(); }
 };
-std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy);
+// A folder that cannot be removed goes back under its final name (never left under a temporary
+// name the next start would take for a killed save's leftover) and is reported by a throw.
+// `remove_folder` removes a folder tree (std::filesystem::remove_all; tests pass a failing one).
+using RemoveFolder = std::function<void(const std::filesystem::path&, std::error_code&)>;
+std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy,
+                                         const RemoveFolder& remove_folder = {});
 
 }  // namespace megatron::checkpoint

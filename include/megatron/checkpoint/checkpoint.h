@@ -96,6 +96,10 @@ bool is_checkpoint_output(std::string_view name);
 // its pid came from; otherwise only those whose process is gone from this node. Returns their paths.
 std::vector<std::string> remove_stale_temporaries(const std::string& root, bool locked = false);
 
+// The iterations of the complete checkpoint folders in <root> (iter_XXXXXXX, no temporaries),
+// ascending; empty when <root> does not exist.
+std::vector<std::int64_t> saved_iterations(const std::string& root);
+
 // The iteration in <root>/latest_checkpointed_iteration.txt; nullopt when the file does not exist
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);

@@ -64,6 +64,11 @@ class Checkpointer {
   // of its state (the optimizer state with --no-load-optim or --finetune left out); nullopt
   // without --load, or when the folder has no tracker (Megatron's warning, then a fresh start).
   std::optional<checkpoint::CheckpointState> load(const LoadTarget& target) const;
+  // Every rank, after load() and before the first save: a --save folder holding checkpoints this
+  // run did not resume from (no --load of it) is another run's. Their model differing from
+  // `model` is refused, naming the differences; the same model gets a warning naming the
+  // iterations there, which this run's saves (from `start_iteration` on) will replace.
+  void check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) const;
 
  private:
   void committed(std::int64_t iteration);

@@ -58,13 +58,18 @@ class IterationLogger {
   // after an evaluation during training (`during_training`), so its time is not in the next line.
   void validation(const std::string& prefix, double loss, const Progress& now, bool during_training);
   // Writes the TensorBoard events buffered so far (after a checkpoint: a job stopped then keeps
-  // its curves).
+  // its curves; at the end of the run). Events that cannot be written (a full disk) never stop
+  // training: a warning names the file and the iteration from which they are lost, and no more
+  // are written.
   void flush();
 
  private:
   void print_iteration_line(bool regular, const Progress& now);
-  void write_tensorboard(const StepReport& report, const Progress& now);
+  void write_tensorboard(TensorBoardWriter& w, const StepReport& report, const Progress& now);
   void print_memory(std::int64_t iteration);
+  // Runs `write` on the TensorBoard writer, if any; a failure gives up on TensorBoard with a warning.
+  template <typename F>
+  void to_tensorboard(std::int64_t iteration, F&& write);
 
   LoggerSettings settings_;
   std::ostream& out_;
@@ -77,6 +82,7 @@ class IterationLogger {
   std::int64_t advanced_ = 0;  // of which not skipped: their losses are averaged
   std::int64_t skipped_ = 0;  // Megatron's NaN count stays 0: a non-finite loss stops the run
   double last_grad_norm_ = 0.0;
+  std::int64_t last_iteration_ = 0;  // of the last step reported
   Clock::time_point interval_start_;
 };
 

@@ -414,6 +414,21 @@ TEST(Retention, KeepsTheNewestAndTheRetainedOnes) {
   EXPECT_NO_THROW(load_checkpoint(root, 16, "mp_rank_00", true, true));
 }
 
+// A checkpoint that cannot be removed stays under its own name (a temporary name would be taken
+// for a killed save's leftover at the next start), and the failure names it.
+TEST(Retention, AFolderThatCannotBeRemovedKeepsItsName) {
+  TempDir dir("retain");
+  const std::string root = (dir.path() / "run").string();
+  for (const std::int64_t it : {2, 4}) save_checkpoint(root, sample_state(it), "mp_rank_00");
+  const auto refuse = [](const std::filesystem::path&, std::error_code& ec) {
+    ec = std::make_error_code(std::errc::permission_denied);
+  };
+  const std::string message = error_of([&] { apply_retention(root, 4, RetentionPolicy{std::nullopt, 1}, refuse); });
+  expect_contains(message, {"checkpoint retention: cannot remove " + iteration_folder(root, 2), "it stays"});
+  EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_0000002", "iter_0000004"}));
+  EXPECT_TRUE(remove_stale_temporaries(root, true).empty());
+}
+
 // From iteration 10,000,000 on, Megatron's iter_%07d names have eight digits: still checkpoints.
 TEST(Retention, CountsIterationsPastSevenDigits) {
   TempDir dir("retain");

@@ -5,8 +5,8 @@
 #   rank_killed              a rank killed with SIGKILL ends the job, with a message naming it
 #   rank_killed_during_save  a rank killed in the middle of a save leaves the previous checkpoint
 #                            and the tracker; the next run resumes there and clears the leftover
-#   stage_never_sends        a pipeline stage that never sends ends the job within
-#                            --distributed-timeout-minutes, naming the waiting stage and transfer
+#   stage_never_sends        a pipeline stage that stops (SIGSTOP: alive but silent) ends the job
+#                            within --distributed-timeout-minutes, naming the waiting stage and transfer
 #   ranks_disagree           ranks started with different flags (a model size, a learning rate)
 #                            stop before anything is built, naming the ranks and the flags
 # Usage: rank_failures.sh CASE (or --list).
@@ -106,18 +106,29 @@ rank_killed_during_save() {
 }
 
 stage_never_sends() {
-  # Stage 1 is told the global batch is 16 (8 micro-batches), stage 0 sends only 4.
-  local start=$SECONDS rc=0 elapsed
+  # Stage 0 is stopped (SIGSTOP: alive, silent) once training runs; stage 1 waits for it.
+  local start rc=0 elapsed victim
   # shellcheck disable=SC2046
-  "$MPIEXEC" --oversubscribe --bind-to none -n 1 "$TRAIN" $(layout_flags 1 4) --pipeline-model-parallel-size 2 \
-    --distributed-timeout-minutes 1 : -n 1 "$TRAIN" $(layout_flags 1 4) --pipeline-model-parallel-size 2 \
-    --distributed-timeout-minutes 1 --global-batch-size 16 >"$WORK/hang_out.txt" 2>"$WORK/hang_err.txt" || rc=$?
+  mpi 2 $(layout_flags 1 4) --pipeline-model-parallel-size 2 --distributed-timeout-minutes 1 --train-iters 100000 \
+    >"$WORK/hang_out.txt" 2>"$WORK/hang_err.txt" &
+  local job=$!
+  for _ in $(seq 600); do
+    grep -q ' iteration *3/' "$WORK/hang_out.txt" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q ' iteration *3/' "$WORK/hang_out.txt" || { kill -9 $job; show "$WORK/hang_err.txt" stderr; fail "training did not start"; }
+  victim=$(rank_pid "$WORK/cache" 0)
+  [[ -n $victim ]] || { kill -9 $job; fail "could not find rank 0's process"; }
+  start=$SECONDS
+  kill -STOP "$victim"
+  wait $job || rc=$?
+  kill -9 "$victim" 2>/dev/null
   elapsed=$((SECONDS - start))
   [[ $rc -ne 0 ]] || fail "the job exited 0"
   [[ $elapsed -le 150 ]] || fail "the job took $elapsed s to end (timeout 1 minute)"
   grep -qE "did not complete within 1 minute \(--distributed-timeout-minutes\)" "$WORK/hang_err.txt" ||
     { show "$WORK/hang_err.txt" stderr; fail "no timeout message"; }
-  grep -qE "pipeline stage 1 of 2 waiting for the activation of micro-batch 4|rank 0\] all_reduce on the embedding group" \
+  grep -qE "pipeline stage 1 of 2 waiting for the activation of micro-batch [0-9]+|rank 1\] [a-z_]+ on the [a-z-]+ group" \
     "$WORK/hang_err.txt" || { show "$WORK/hang_err.txt" stderr; fail "the message names neither the waiting stage nor the operation"; }
   ok "exit $rc after $elapsed s: $(grep -m1 'did not complete' "$WORK/hang_err.txt" | cut -c1-220)"
 }

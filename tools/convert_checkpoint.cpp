@@ -14,6 +14,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
+#include "megatron/core/file_io.h"
 #include "megatron/core/tool_main.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
@@ -43,6 +44,7 @@ std::uint64_t parse_size(const std::string& text) {
 }
 
 int run(int argc, char** argv) {
+  megatron::install_temp_file_cleanup();  // SIGINT/SIGTERM/SIGHUP remove the half-written folder
   CLI::App app{"Convert GPT checkpoints between megatron-cpp and HuggingFace", "convert_checkpoint"};
   app.allow_extras();
   std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, dtype = "float32";

@@ -266,11 +266,17 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 
 void save_model_shards(const std::string& root, const CheckpointState& common,
                        const std::vector<std::pair<std::string, NamedTensors>>& shards) {
+  // The folder is this converter's alone while it writes: a training run saving there (or another
+  // converter) holds its lock; what killed converters left behind goes first.
+  const auto lock = lock_save_folder(root);
+  remove_stale_temporaries(root, lock->note().empty());
   std::error_code ec;
-  fs::create_directories(root, ec);
-  MEGATRON_CHECK(!ec, root, ": cannot create the folder (", ec.message(), ")");
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    MEGATRON_CHECK(it->path().filename() == ".lock", root, " is not empty (it holds ", it->path().filename().string(),
+                   "); write the checkpoint into a new folder");
+  }
+  MEGATRON_CHECK(!ec, root, ": cannot list the folder (", ec.message(), ")");
   const std::string final_dir = iteration_folder(root, common.iteration);
-  MEGATRON_CHECK(!fs::exists(final_dir), final_dir, " already exists; choose a new folder");
   TemporaryFolder temp(final_dir + ".tmp." + std::to_string(::getpid()));
   for (const auto& [shard, tensors] : shards) {
     const fs::path dir = fs::path(temp.path()) / shard;

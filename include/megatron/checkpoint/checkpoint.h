@@ -78,8 +78,9 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 
 // One process writes a whole model-only checkpoint (converters): every shard folder's
 // model.safetensors and meta.json (counters and config from `common`, no optimizer or RNG state)
-// into iter_XXXXXXX.tmp.<pid>/, renamed into place, then the tracker. An existing iteration folder
-// is refused.
+// into iter_XXXXXXX.tmp.<pid>/, renamed into place, then the tracker. `root` must be new or empty
+// (the temporaries of killed converters aside, which are removed); it is locked while written, so
+// a training run saving there, or another converter, is refused by name.
 void save_model_shards(const std::string& root, const CheckpointState& common,
                        const std::vector<std::pair<std::string, NamedTensors>>& shards);
 

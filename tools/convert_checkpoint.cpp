@@ -16,32 +16,12 @@
 #include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/interop/hf_shard_size.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 namespace {
-
-// "5GB", "500MB", "1024" (bytes); decimal units as HF's max_shard_size.
-std::uint64_t parse_size(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  const double scale = unit.empty() || unit == "B" ? 1.0
-                       : unit == "KB"              ? 1e3
-                       : unit == "MB"              ? 1e6
-                       : unit == "GB"              ? 1e9
-                                                   : -1.0;
-  MEGATRON_CHECK(used > 0 && value > 0 && scale > 0, "--max-shard-size ", text,
-                 ": expected a size such as 5GB, 500MB or a byte count");
-  return static_cast<std::uint64_t>(value * scale);
-}
 
 int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();  // SIGINT/SIGTERM/SIGHUP remove the half-written folder
@@ -98,7 +78,7 @@ int run(int argc, char** argv) {
     problems.push_back("--hf-dtype " + dtype + ": expected float32, bfloat16 or float16");
   }
   megatron::throw_if_problems("invalid command line", problems);
-  const std::uint64_t shard_bytes = parse_size(max_shard);
+  const std::uint64_t shard_bytes = megatron::interop::parse_shard_size(max_shard);
   if (from_hf) {
     if (vocab_file.empty()) vocab_file = load_dir + "/vocab.json";
     if (merge_file.empty()) merge_file = load_dir + "/merges.txt";

@@ -14,7 +14,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
-#include "megatron/core/tool_main.h"
+#include "megatron/core/torch_errors.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
 #include "megatron/tokenizer/tokenizer.h"
@@ -131,5 +131,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return megatron::run_tool("convert_checkpoint", [&] { return run(argc, argv); });
+  return megatron::run_torch_tool("convert_checkpoint", [&] { return run(argc, argv); });
 }

@@ -2,16 +2,15 @@
 // huggingface.h).
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <cmath>
 #include <filesystem>
 #include <map>
 
+#include "hf_config.h"
 #include "hf_layout.h"
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
-#include "megatron/core/strings.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parallel_state.h"
@@ -43,137 +42,18 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   }
   MEGATRON_CHECK(!fs::exists(fs::path(save_dir) / checkpoint::kTrackerFile), "--save-dir ", save_dir,
                  " already holds a checkpoint; choose a new folder");
-  std::vector<std::string> problems;
-  auto number = [&](const char* key, auto fallback) {
-    using T = decltype(fallback);
-    if (!hf.contains(key) || hf.at(key).is_null()) return fallback;
-    try {
-      return hf.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-      problems.push_back(std::string(key) + ": not a number");
-      return fallback;
-    }
-  };
-  const auto str = [](double v) { return python_float_repr(v); };  // reads back as v
+  // The model, as megatron_train's flags would resolve it.
+  const detail::HfConfig read = detail::read_hf_config(hf, config_path);
   HfImport result;
-  std::vector<std::string> flags;
-  // The model, as megatron_train's flags would resolve it (kv channels and query groups derived
-  // where HF leaves them implicit).
-  model::ModelConfig c;
-  c.num_query_groups = c.kv_channels = c.ffn_hidden_size = 0;
-  std::int64_t vocab = 0;
-  bool tied = true;
-  try {  // a key of the wrong type (null, a string for a flag) is reported with config.json's path
-  const std::string type = hf.value("model_type", "");
-  if (type == "gpt2") {
-    result.family = HfFamily::kGpt2;
-    const int hidden = number("n_embd", 0);
-    const int heads = number("n_head", 0);
-    const std::string act = hf.value("activation_function", "gelu_new");
-    // gelu_pytorch_tanh is gelu_new's function (the tanh approximation) in PyTorch's kernel.
-    const bool tanh_gelu = act == "gelu_new" || act == "gelu_pytorch_tanh";
-    if (!tanh_gelu && act != "gelu") {
-      problems.push_back("activation_function " + act +
-                         ": megatron_train has gelu_new / gelu_pytorch_tanh (fused) and gelu (--no-bias-gelu-fusion)");
-    }
-    if (hf.value("scale_attn_by_inverse_layer_idx", false)) problems.push_back("scale_attn_by_inverse_layer_idx: not in Megatron");
-    if (!hf.value("scale_attn_weights", true)) problems.push_back("scale_attn_weights false: Megatron scales by 1/sqrt(d)");
-    if (hf.value("add_cross_attention", false)) problems.push_back("add_cross_attention: a decoder-only GPT has none");
-    vocab = number("vocab_size", std::int64_t{0});
-    tied = hf.value("tie_word_embeddings", true);
-    const int positions = number("n_positions", 1024);
-    flags = {"--num-layers", std::to_string(number("n_layer", 0)), "--hidden-size", std::to_string(hidden),
-             "--ffn-hidden-size", std::to_string(number("n_inner", 4 * hidden)), "--num-attention-heads",
-             std::to_string(heads), "--kv-channels", std::to_string(heads > 0 ? hidden / heads : 0),
-             "--seq-length", std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
-             "--norm-epsilon", str(number("layer_norm_epsilon", 1e-5)), "--hidden-dropout",
-             str(number("resid_pdrop", 0.1)), "--attention-dropout", str(number("attn_pdrop", 0.1)),
-             "--init-method-std", str(number("initializer_range", 0.02))};
-    if (act == "gelu") flags.push_back("--no-bias-gelu-fusion");
-    c.num_layers = number("n_layer", 0);
-    c.hidden_size = hidden;
-    c.ffn_hidden_size = number("n_inner", 4 * hidden);
-    c.num_attention_heads = heads;
-    c.seq_length = c.max_position_embeddings = positions;
-    c.norm_epsilon = number("layer_norm_epsilon", 1e-5);
-    c.hidden_dropout = number("resid_pdrop", 0.1);
-    c.attention_dropout = number("attn_pdrop", 0.1);
-    c.bias_activation_fusion = act != "gelu";
-  } else if (type == "llama") {
-    result.family = HfFamily::kLlama;
-    const int hidden = number("hidden_size", 0);
-    const int heads = number("num_attention_heads", 0);
-    const int groups = number("num_key_value_heads", heads);
-    if (groups <= 0) problems.push_back("num_key_value_heads " + std::to_string(groups) + ": must be positive");
-    if (number("intermediate_size", 0) <= 0) problems.push_back("intermediate_size: missing or not positive");
-    const int head_dim = number("head_dim", heads > 0 ? hidden / heads : 0);
-    double theta = number("rope_theta", 10000.0);
-    if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {
-      const auto& rp = hf.at("rope_parameters");
-      if (rp.value("rope_type", "default") != "default") {
-        problems.push_back("rope_parameters.rope_type " + rp.value("rope_type", "") + ": only plain RoPE is in Megatron's GPT");
-      }
-      if (rp.contains("rope_theta")) theta = rp.at("rope_theta").get<double>();
-    }
-    if (!(theta >= 1 && theta <= 1e15 && theta == std::floor(theta))) {
-      problems.push_back("rope_theta " + str(theta) + ": megatron_train's --rotary-base is a whole number");
-    }
-    if (hf.contains("rope_scaling") && !hf.at("rope_scaling").is_null()) {
-      problems.push_back("rope_scaling " + hf.at("rope_scaling").dump() + ": only plain RoPE is in Megatron's GPT");
-    }
-    if (hf.value("hidden_act", "silu") != "silu") problems.push_back("hidden_act " + hf.value("hidden_act", "") + ": SwiGLU is silu");
-    const bool attention_bias = hf.value("attention_bias", false);
-    if (hf.value("mlp_bias", false) != attention_bias) {
-      problems.push_back("attention_bias and mlp_bias differ: Megatron's --disable-bias-linear covers both");
-    }
-    vocab = number("vocab_size", std::int64_t{0});
-    tied = hf.value("tie_word_embeddings", false);
-    const int positions = number("max_position_embeddings", 2048);
-    flags = {"--num-layers", std::to_string(number("num_hidden_layers", 0)), "--hidden-size", std::to_string(hidden),
-             "--ffn-hidden-size", std::to_string(number("intermediate_size", 0)), "--num-attention-heads",
-             std::to_string(heads), "--kv-channels", std::to_string(head_dim), "--seq-length",
-             std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
-             "--position-embedding-type", "rope", "--rotary-base", std::to_string(static_cast<std::int64_t>(theta)),
-             "--normalization", "RMSNorm",
-             "--norm-epsilon", str(number("rms_norm_eps", 1e-6)), "--swiglu", "--attention-dropout",
-             str(number("attention_dropout", 0.0)), "--hidden-dropout", "0", "--init-method-std",
-             str(number("initializer_range", 0.02))};
-    if (groups != heads) {
-      flags.insert(flags.end(), {"--group-query-attention", "--num-query-groups", std::to_string(groups)});
-    }
-    if (!attention_bias) flags.push_back("--disable-bias-linear");
-    c.num_layers = number("num_hidden_layers", 0);
-    c.hidden_size = hidden;
-    c.ffn_hidden_size = number("intermediate_size", 0);
-    c.num_attention_heads = heads;
-    c.num_query_groups = groups;
-    c.kv_channels = head_dim;
-    c.seq_length = c.max_position_embeddings = positions;
-    c.position_embedding = model::PositionEmbedding::kRope;
-    c.rotary_base = std::floor(theta);
-    c.normalization = model::Normalization::kRmsNorm;
-    c.norm_epsilon = number("rms_norm_eps", 1e-6);
-    c.swiglu = true;
-    c.attention_dropout = number("attention_dropout", 0.0);
-    c.hidden_dropout = 0.0;
-    c.add_bias_linear = attention_bias;
-  } else {
-    problems.push_back("model_type '" + type + "': supported are gpt2 and llama");
-  }
-  } catch (const nlohmann::json::exception& e) {
-    MEGATRON_FAIL(config_path, ": a setting has the wrong type (", e.what(), ")");
-  }
-  if (!tied) flags.push_back("--untie-embeddings-and-output-weights");
-  if (vocab <= 0) problems.push_back("vocab_size: missing");
+  result.family = read.family;
+  model::ModelConfig c = read.model;
+  const std::int64_t vocab = read.vocab_size;
+  const bool tied = read.tie_word_embeddings;
   c.untie_embeddings_and_output_weights = !tied;
-  c.init_method_std = number("initializer_range", 0.02);
-  c.derive_defaults();
   // Megatron splits the vocabulary evenly over TP: pad to its usual multiple where needed.
-  c.padded_vocab_size = vocab <= 0 || vocab % tp == 0 ? vocab : model::ModelConfig::padded_vocab_size_for(vocab, 128, tp);
-  flags.insert(flags.end(), {"--padded-vocab-size", std::to_string(c.padded_vocab_size)});
-  result.model_flags = flags;
+  c.padded_vocab_size = vocab % tp == 0 ? vocab : model::ModelConfig::padded_vocab_size_for(vocab, 128, tp);
   // What megatron_train would refuse at this layout.
-  for (std::string& p : c.validate()) problems.push_back(std::move(p));
+  std::vector<std::string> problems = c.validate();
   const auto divides = [&](std::int64_t value, int by, const std::string& what, const char* flag) {
     if (by > 1 && value % by != 0) problems.push_back(str_cat(what, " ", value, " is not divisible by ", flag, " ", by));
   };
@@ -182,6 +62,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
+  result.model_flags = detail::megatron_model_flags(c);
   tokenizer::TokenizerOptions tokenizer_options;
   tokenizer_options.vocab_file = vocab_file;
   tokenizer_options.merge_file = merge_file;

@@ -48,8 +48,6 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   result.family = read.family;
   model::ModelConfig c = read.model;
   const std::int64_t vocab = read.vocab_size;
-  const bool tied = read.tie_word_embeddings;
-  c.untie_embeddings_and_output_weights = !tied;
   // Megatron splits the vocabulary evenly over TP: pad to its usual multiple where needed.
   c.padded_vocab_size = vocab % tp == 0 ? vocab : model::ModelConfig::padded_vocab_size_for(vocab, 128, tp);
   // What megatron_train would refuse at this layout.
@@ -62,24 +60,27 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
-  result.model_flags = detail::megatron_model_flags(c);
   tokenizer::TokenizerOptions tokenizer_options;
   tokenizer_options.vocab_file = vocab_file;
   tokenizer_options.merge_file = merge_file;
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
   MEGATRON_CHECK(vocab >= tokens, config_path, ": vocab_size ", vocab, " is smaller than the tokenizer's ", tokens,
                  " tokens (", vocab_file, "): the model was trained with another tokenizer");
+
+  // The tensors against config.json, before anything is reshaped.
+  const std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
+  const std::int64_t layers = detail::hf_layers_in(t, read.family);
+  MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ",
+                 read.family == HfFamily::kGpt2 ? "n_layer" : "num_hidden_layers", " is ", c.num_layers,
+                 " but the safetensors files hold ", layers, " layers; correct config.json");
+  const bool tied = read.tie_word_embeddings;
+  detail::check_hf_tensors(t, detail::hf_tensor_shapes(read.family, c, vocab, !tied), hf_dir);
+  c.untie_embeddings_and_output_weights = !tied;
+  result.model_flags = detail::megatron_model_flags(c);
   const model::ModelConfig& config = c;
 
   // HF names to Megatron's full (single-process) parameters.
-  const std::map<std::string, at::Tensor> t = read_hf_tensors(dir);
-  auto take = [&](std::initializer_list<std::string> names) -> at::Tensor {
-    for (const auto& name : names) {
-      const auto it = t.find(name);
-      if (it != t.end()) return it->second;
-    }
-    MEGATRON_FAIL(hf_dir, ": no tensor ", *names.begin(), " in the safetensors files");
-  };
+  auto take = [&](const std::string& name) { return t.at(name); };  // every name passed check_hf_tensors
   auto pad_rows = [&](const at::Tensor& w) {
     if (w.size(0) == config.padded_vocab_size) return w;
     return at::cat({w, at::zeros({config.padded_vocab_size - w.size(0), w.size(1)})}, 0);
@@ -88,7 +89,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   auto put = [&](const std::string& name, const at::Tensor& v) { full.emplace_back(name, v.contiguous()); };
   auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
   if (result.family == HfFamily::kGpt2) {
-    auto g = [&](const std::string& rest) { return take({"transformer." + rest, rest}); };
+    auto g = [&](const std::string& rest) { return take("transformer." + rest); };
     put("embedding.word_embeddings.weight", pad_rows(g("wte.weight")));
     put("embedding.position_embeddings.weight", g("wpe.weight"));
     for (int i = 0; i < config.num_layers; ++i) {
@@ -111,31 +112,31 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     put("decoder.final_layernorm.weight", g("ln_f.weight"));
     put("decoder.final_layernorm.bias", g("ln_f.bias"));
   } else {
-    put("embedding.word_embeddings.weight", pad_rows(take({"model.embed_tokens.weight"})));
+    put("embedding.word_embeddings.weight", pad_rows(take("model.embed_tokens.weight")));
     for (int i = 0; i < config.num_layers; ++i) {
       const std::string h = "model.layers." + std::to_string(i) + ".";
-      put(layer(i, "input_layernorm.weight"), take({h + "input_layernorm.weight"}));
+      put(layer(i, "input_layernorm.weight"), take(h + "input_layernorm.weight"));
       put(layer(i, "self_attention.linear_qkv.weight"),
-          join_qkv(take({h + "self_attn.q_proj.weight"}), take({h + "self_attn.k_proj.weight"}),
-                   take({h + "self_attn.v_proj.weight"}), config));
-      put(layer(i, "self_attention.linear_proj.weight"), take({h + "self_attn.o_proj.weight"}));
+          join_qkv(take(h + "self_attn.q_proj.weight"), take(h + "self_attn.k_proj.weight"),
+                   take(h + "self_attn.v_proj.weight"), config));
+      put(layer(i, "self_attention.linear_proj.weight"), take(h + "self_attn.o_proj.weight"));
       put(layer(i, "mlp.linear_fc1.weight"),
-          at::cat({take({h + "mlp.gate_proj.weight"}), take({h + "mlp.up_proj.weight"})}, 0));
-      put(layer(i, "mlp.linear_fc2.weight"), take({h + "mlp.down_proj.weight"}));
+          at::cat({take(h + "mlp.gate_proj.weight"), take(h + "mlp.up_proj.weight")}, 0));
+      put(layer(i, "mlp.linear_fc2.weight"), take(h + "mlp.down_proj.weight"));
       if (config.add_bias_linear) {
         put(layer(i, "self_attention.linear_qkv.bias"),
-            join_qkv(take({h + "self_attn.q_proj.bias"}), take({h + "self_attn.k_proj.bias"}),
-                     take({h + "self_attn.v_proj.bias"}), config));
-        put(layer(i, "self_attention.linear_proj.bias"), take({h + "self_attn.o_proj.bias"}));
+            join_qkv(take(h + "self_attn.q_proj.bias"), take(h + "self_attn.k_proj.bias"),
+                     take(h + "self_attn.v_proj.bias"), config));
+        put(layer(i, "self_attention.linear_proj.bias"), take(h + "self_attn.o_proj.bias"));
         put(layer(i, "mlp.linear_fc1.bias"),
-            at::cat({take({h + "mlp.gate_proj.bias"}), take({h + "mlp.up_proj.bias"})}, 0));
-        put(layer(i, "mlp.linear_fc2.bias"), take({h + "mlp.down_proj.bias"}));
+            at::cat({take(h + "mlp.gate_proj.bias"), take(h + "mlp.up_proj.bias")}, 0));
+        put(layer(i, "mlp.linear_fc2.bias"), take(h + "mlp.down_proj.bias"));
       }
-      put(layer(i, "pre_mlp_layernorm.weight"), take({h + "post_attention_layernorm.weight"}));
+      put(layer(i, "pre_mlp_layernorm.weight"), take(h + "post_attention_layernorm.weight"));
     }
-    put("decoder.final_layernorm.weight", take({"model.norm.weight"}));
+    put("decoder.final_layernorm.weight", take("model.norm.weight"));
   }
-  if (!tied) put("output_layer.weight", pad_rows(take({"lm_head.weight"})));
+  if (!tied) put("output_layer.weight", pad_rows(take("lm_head.weight")));
 
   // Into the single-process model: every name and shape is checked against what it holds.
   auto comm = parallel::make_single_process_communicator();

@@ -55,7 +55,9 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
 // --no-load-rng). The vocabulary is padded with zero rows to a multiple of `tp` where needed
 // (Megatron's make-vocab-size-divisible-by x TP). Returns the megatron_train model flags that
 // match it (the shape flags --load compares, plus dropout and init). Throws megatron::Error
-// naming every HF setting that has no megatron_train equivalent.
+// naming every HF setting that has no megatron_train equivalent, a key of config.json that is
+// missing, of the wrong type or out of range, and, before any tensor is reshaped, every tensor
+// whose shape is not the one config.json implies (and a layer count that differs from the file's).
 struct HfImport {
   HfFamily family = HfFamily::kGpt2;
   std::vector<std::string> model_flags;

@@ -102,6 +102,7 @@ int run(int argc, char** argv) {
     if (merge_file.empty()) merge_file = load_dir + "/merges.txt";
     const megatron::interop::HfImport imported =
         megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
+    for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
     std::string flags;
     for (const auto& f : imported.model_flags) flags += " " + f;
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "

@@ -24,6 +24,26 @@ namespace fs = std::filesystem;
 using detail::join_qkv;
 using detail::read_hf_tensors;
 
+// Whether the file's output layer is the embedding, as transformers decides on load: config.json's
+// tie_word_embeddings, unless the file holds an lm_head.weight that differs from the embedding
+// (then both are kept, untied, and transformers warns). A tied file holding only lm_head.weight
+// ties the other way: the embedding is that tensor.
+bool resolve_tie(std::map<std::string, at::Tensor>& t, const std::string& embedding, bool config_tied,
+                 std::vector<std::string>& notes) {
+  const auto head = t.find("lm_head.weight");
+  if (!config_tied) return false;
+  if (head == t.end()) return true;
+  const auto emb = t.find(embedding);
+  if (emb == t.end()) {
+    t.emplace(embedding, head->second);
+    return true;
+  }
+  if (at::equal(emb->second, head->second)) return true;
+  notes.push_back("config.json says tie_word_embeddings, but lm_head.weight differs from " + embedding +
+                  ": imported untied (--untie-embeddings-and-output-weights), as transformers loads it");
+  return false;
+}
+
 }  // namespace
 
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
@@ -68,12 +88,13 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
                  " tokens (", vocab_file, "): the model was trained with another tokenizer");
 
   // The tensors against config.json, before anything is reshaped.
-  const std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
+  std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
   const std::int64_t layers = detail::hf_layers_in(t, read.family);
   MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ",
                  read.family == HfFamily::kGpt2 ? "n_layer" : "num_hidden_layers", " is ", c.num_layers,
                  " but the safetensors files hold ", layers, " layers; correct config.json");
-  const bool tied = read.tie_word_embeddings;
+  const std::string embedding = read.family == HfFamily::kGpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  const bool tied = resolve_tie(t, embedding, read.tie_word_embeddings, result.notes);
   detail::check_hf_tensors(t, detail::hf_tensor_shapes(read.family, c, vocab, !tied), hf_dir);
   c.untie_embeddings_and_output_weights = !tied;
   result.model_flags = detail::megatron_model_flags(c);

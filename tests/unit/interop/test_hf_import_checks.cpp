@@ -1,6 +1,8 @@
-// What the import checks in an HF folder before it reshapes anything: every tensor's shape against
-// the one config.json implies (refused naming the tensor, its shape and the expected shape, never
-// a LibTorch error or silent zero padding), and the layer count against the file's. Folders are exports of the tiny
+// What the import checks in an HF folder before it reshapes anything: the output layer tied as
+// transformers ties it on load (config.json's tie_word_embeddings, unless the file holds a
+// different lm_head.weight: then untied), every tensor's shape against the one config.json
+// implies (refused naming the tensor, its shape and the expected shape, never a LibTorch error or
+// silent zero padding), and the layer count against the file's. Folders are exports of the tiny
 // test models, edited by hand the way a hostile or broken folder would be.
 #include <gtest/gtest.h>
 
@@ -47,6 +49,44 @@ std::string refusal(const testing::TempDir& dir) {
   const std::string message = testing::error_of([&] { import(dir); });
   EXPECT_FALSE(fs::exists(fs::path(dir / "ckpt") / checkpoint::kTrackerFile)) << "a refused import wrote a checkpoint";
   return message;
+}
+
+bool has_flag(const HfImport& imported, const std::string& flag) {
+  return std::find(imported.model_flags.begin(), imported.model_flags.end(), flag) != imported.model_flags.end();
+}
+
+Named saved_model(const testing::TempDir& dir) {
+  return checkpoint::load_checkpoint(dir / "ckpt", 0, "mp_rank_00", false, false).model;
+}
+
+TEST(HfImportChecks, ATiedConfigWithADifferentLmHeadImportsUntiedAsTransformersLoadsIt) {
+  for (const bool llama : {false, true}) {
+    testing::TempDir dir("hf");
+    model::ModelConfig c = llama ? testing::hf_llama_config() : testing::hf_gpt2_config();
+    c.untie_embeddings_and_output_weights = true;  // an export with both tensors, then called tied
+    const Named params = testing::full_parameters(c);
+    write_folder(c, params, dir / "hf", [](nlohmann::ordered_json& j) { j["tie_word_embeddings"] = true; });
+    const HfImport imported = import(dir);
+    EXPECT_TRUE(has_flag(imported, "--untie-embeddings-and-output-weights")) << (llama ? "llama" : "gpt2");
+    ASSERT_EQ(imported.notes.size(), 1u);
+    testing::expect_contains(imported.notes[0], {"tie_word_embeddings", "lm_head.weight differs", "untied"});
+    const Named saved = saved_model(dir);
+    expect_equal(named(saved, "output_layer.weight"), named(params, "output_layer.weight").slice(0, 0, kGpt2Tokens),
+                 "the file's lm_head");
+    expect_equal(named(saved, "embedding.word_embeddings.weight"),
+                 named(params, "embedding.word_embeddings.weight").slice(0, 0, kGpt2Tokens), "the file's embedding");
+  }
+}
+
+TEST(HfImportChecks, ATiedConfigWithAnEqualLmHeadStaysTied) {
+  testing::TempDir dir("hf");
+  const model::ModelConfig c = testing::hf_gpt2_config();
+  write_folder(c, testing::full_parameters(c), dir / "hf", {}, [](Named& t) {
+    t.emplace_back("lm_head.weight", named(t, "transformer.wte.weight").clone());  // as torch .bin files hold it
+  });
+  const HfImport imported = import(dir);
+  EXPECT_FALSE(has_flag(imported, "--untie-embeddings-and-output-weights"));
+  EXPECT_TRUE(imported.notes.empty());
 }
 
 TEST(HfImportChecks, RefusesKeyValueHeadsThatDoNotMatchTheTensors) {

@@ -15,7 +15,7 @@
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
-#include "megatron/core/tool_main.h"
+#include "megatron/core/torch_errors.h"
 #include "megatron/interop/hf_shard_size.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
@@ -84,6 +84,7 @@ int run(int argc, char** argv) {
     if (merge_file.empty()) merge_file = load_dir + "/merges.txt";
     const megatron::interop::HfImport imported =
         megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
+    for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
     std::string flags;
     for (const auto& f : imported.model_flags) flags += " " + f;
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
@@ -113,5 +114,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return megatron::run_tool("convert_checkpoint", [&] { return run(argc, argv); });
+  return megatron::run_torch_tool("convert_checkpoint", [&] { return run(argc, argv); });
 }

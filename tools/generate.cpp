@@ -11,7 +11,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
-#include "megatron/core/tool_main.h"
+#include "megatron/core/torch_errors.h"
 #include "megatron/interop/generation.h"
 #include "megatron/interop/loaded_model.h"
 #include "megatron/tokenizer/tokenizer.h"
@@ -98,5 +98,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return megatron::run_tool("generate", [&] { return run(argc, argv); });
+  return megatron::run_torch_tool("generate", [&] { return run(argc, argv); });
 }

@@ -5,7 +5,6 @@
 // command-line errors (the same on every rank) are printed by rank 0 only; an error during the
 // run is printed by the rank that met it, prefixed "[rank N]", and ends every rank of the job.
 #include <ATen/Parallel.h>
-#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/tool_main.h"
+#include "megatron/core/torch_errors.h"
 #include "megatron/kernels/device.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/parallel/nccl_communicator.h"
@@ -24,32 +24,6 @@
 #include "megatron/train/trainer.h"
 
 namespace {
-
-// A LibTorch error as one line: its message and context lines joined with "; ", no stack trace.
-std::string one_line(const c10::Error& e) {
-  std::string text = e.what_without_backtrace();
-  std::string out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('\n', start), text.size());
-    const std::size_t first = text.find_first_not_of(" \t", start);
-    if (first < end) out += (out.empty() ? "" : "; ") + text.substr(first, end - first);
-    start = end + 1;
-  }
-  return "LibTorch: " + out;
-}
-
-// Rethrows a LibTorch error as one megatron::Error line (unless MEGATRON_BACKTRACE asks for all).
-template <typename Body>
-void with_one_line_torch_errors(Body&& body) {
-  try {
-    body();
-  } catch (const c10::Error& e) {
-    const char* backtrace = std::getenv("MEGATRON_BACKTRACE");
-    if (backtrace != nullptr && *backtrace != '\0' && std::string(backtrace) != "0") throw;
-    throw megatron::Error(one_line(e));
-  }
-}
 
 // Ranks on one node share its cores: each gets an equal part for its intra-op threads, unless
 // OMP_NUM_THREADS says otherwise (as under torchrun).
@@ -84,7 +58,7 @@ int train(const std::vector<std::string>& args) {
     if (many && megatron::kernels::cuda_usable()) {
       comm = megatron::parallel::make_nccl_communicator(std::move(comm));
     }
-    with_one_line_torch_errors([&] { megatron::train::run_training(parsed, *comm, messages, std::cout); });
+    megatron::with_one_line_torch_errors([&] { megatron::train::run_training(parsed, *comm, messages, std::cout); });
   } catch (const std::exception& e) {
     if (!many) throw;
     // Communicator errors name their rank already.
@@ -105,7 +79,7 @@ int main(int argc, char** argv) {
   // call; a value the user exported wins.
   ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", /*overwrite=*/0);
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return megatron::run_tool("megatron_train", [&] {
+  return megatron::run_torch_tool("megatron_train", [&] {
     if (!megatron::train::help_requested(args)) return train(args);
     std::cout << megatron::train::help_text();
     return 0;

@@ -3,17 +3,39 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <limits>
+#include <string>
 
 #include "megatron/core/check.h"
 
 namespace megatron::interop {
+namespace {
+
+// Logits with a NaN or +inf (or nothing but -inf) choose no token: sampling would fail inside
+// LibTorch and greedy would pick an arbitrary id. They come from weights that are not finite.
+void check_finite(const at::Tensor& logits, std::int64_t vocab_limit, std::int64_t step) {
+  const at::Tensor l = logits.narrow(0, 0, std::min<std::int64_t>(vocab_limit, logits.size(0)));
+  const std::int64_t nan = at::isnan(l).sum().item<std::int64_t>();
+  const std::int64_t inf = at::isposinf(l).sum().item<std::int64_t>();
+  const bool all_minus_inf = at::isneginf(l).all().item<bool>();
+  if (nan == 0 && inf == 0 && !all_minus_inf) return;
+  const std::string what = nan > 0 ? str_cat("NaN (", nan, " of ", l.size(0), ")")
+                           : inf > 0 ? str_cat("+inf (", inf, " of ", l.size(0), ")")
+                                     : std::string("-inf for every token");
+  MEGATRON_FAIL("the model's logits are ", what, " at step ", step,
+                ": the checkpoint's weights are not finite (a diverged run? check its loss in the training log)");
+}
+
+}  // namespace
 
 std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, const SamplingOptions& options,
                           at::Generator& gen) {
   at::Tensor l = logits.to(at::kFloat).narrow(0, 0, std::min<std::int64_t>(vocab_limit, logits.size(0)));
   if (options.greedy) return l.argmax().item<std::int64_t>();
-  l = l / options.temperature;
+  // Shifted so that the largest logit is 0 (softmax is unchanged), in double: a tiny temperature
+  // then sends the others to -inf instead of the largest to +inf (or 0 / 0), whose softmax is NaN.
+  l = (l.to(at::kDouble) - l.max()) / options.temperature;
   const float minus_inf = -std::numeric_limits<float>::infinity();
   if (options.top_k > 0) {
     // Megatron's modify_logits_for_top_k_filtering: everything below the k-th largest goes.
@@ -25,7 +47,7 @@ std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, co
     const at::Tensor cumulative = at::softmax(sorted, 0).cumsum(0);
     at::Tensor remove = cumulative > options.top_p;
     remove = at::cat({at::zeros({1}, remove.options()), remove.narrow(0, 0, remove.size(0) - 1)});  // keep the first past p
-    l = l.index_put({order.masked_select(remove)}, at::scalar_tensor(minus_inf));
+    l = l.index_put({order.masked_select(remove)}, at::scalar_tensor(minus_inf, l.options()));
   }
   return at::multinomial(at::softmax(l, 0), 1, false, gen).item<std::int64_t>();
 }
@@ -46,6 +68,7 @@ std::vector<std::int64_t> generate(const model::GptModel& model, const std::vect
   while (static_cast<std::int64_t>(out.size()) < options.max_new_tokens) {
     if (learned && cache.length() + step.size(1) > c.max_position_embeddings) break;
     const at::Tensor logits = model.forward_cached(step, cache);  // [1, s, V]
+    check_finite(logits[0][-1], vocab_limit, static_cast<std::int64_t>(out.size()) + 1);
     const std::int64_t next = sample_token(logits[0][-1], vocab_limit, options, gen);
     out.push_back(next);
     if (on_token) on_token(next);

@@ -2,16 +2,15 @@
 // huggingface.h).
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <cmath>
 #include <filesystem>
 #include <map>
 
+#include "hf_config.h"
 #include "hf_layout.h"
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
-#include "megatron/core/strings.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parallel_state.h"
@@ -24,6 +23,26 @@ namespace {
 namespace fs = std::filesystem;
 using detail::join_qkv;
 using detail::read_hf_tensors;
+
+// Whether the file's output layer is the embedding, as transformers decides on load: config.json's
+// tie_word_embeddings, unless the file holds an lm_head.weight that differs from the embedding
+// (then both are kept, untied, and transformers warns). A tied file holding only lm_head.weight
+// ties the other way: the embedding is that tensor.
+bool resolve_tie(std::map<std::string, at::Tensor>& t, const std::string& embedding, bool config_tied,
+                 std::vector<std::string>& notes) {
+  const auto head = t.find("lm_head.weight");
+  if (!config_tied) return false;
+  if (head == t.end()) return true;
+  const auto emb = t.find(embedding);
+  if (emb == t.end()) {
+    t.emplace(embedding, head->second);
+    return true;
+  }
+  if (at::equal(emb->second, head->second)) return true;
+  notes.push_back("config.json says tie_word_embeddings, but lm_head.weight differs from " + embedding +
+                  ": imported untied (--untie-embeddings-and-output-weights), as transformers loads it");
+  return false;
+}
 
 }  // namespace
 
@@ -43,137 +62,16 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   }
   MEGATRON_CHECK(!fs::exists(fs::path(save_dir) / checkpoint::kTrackerFile), "--save-dir ", save_dir,
                  " already holds a checkpoint; choose a new folder");
-  std::vector<std::string> problems;
-  auto number = [&](const char* key, auto fallback) {
-    using T = decltype(fallback);
-    if (!hf.contains(key) || hf.at(key).is_null()) return fallback;
-    try {
-      return hf.at(key).get<T>();
-    } catch (const nlohmann::json::exception&) {
-      problems.push_back(std::string(key) + ": not a number");
-      return fallback;
-    }
-  };
-  const auto str = [](double v) { return python_float_repr(v); };  // reads back as v
+  // The model, as megatron_train's flags would resolve it.
+  const detail::HfConfig read = detail::read_hf_config(hf, config_path);
   HfImport result;
-  std::vector<std::string> flags;
-  // The model, as megatron_train's flags would resolve it (kv channels and query groups derived
-  // where HF leaves them implicit).
-  model::ModelConfig c;
-  c.num_query_groups = c.kv_channels = c.ffn_hidden_size = 0;
-  std::int64_t vocab = 0;
-  bool tied = true;
-  try {  // a key of the wrong type (null, a string for a flag) is reported with config.json's path
-  const std::string type = hf.value("model_type", "");
-  if (type == "gpt2") {
-    result.family = HfFamily::kGpt2;
-    const int hidden = number("n_embd", 0);
-    const int heads = number("n_head", 0);
-    const std::string act = hf.value("activation_function", "gelu_new");
-    // gelu_pytorch_tanh is gelu_new's function (the tanh approximation) in PyTorch's kernel.
-    const bool tanh_gelu = act == "gelu_new" || act == "gelu_pytorch_tanh";
-    if (!tanh_gelu && act != "gelu") {
-      problems.push_back("activation_function " + act +
-                         ": megatron_train has gelu_new / gelu_pytorch_tanh (fused) and gelu (--no-bias-gelu-fusion)");
-    }
-    if (hf.value("scale_attn_by_inverse_layer_idx", false)) problems.push_back("scale_attn_by_inverse_layer_idx: not in Megatron");
-    if (!hf.value("scale_attn_weights", true)) problems.push_back("scale_attn_weights false: Megatron scales by 1/sqrt(d)");
-    if (hf.value("add_cross_attention", false)) problems.push_back("add_cross_attention: a decoder-only GPT has none");
-    vocab = number("vocab_size", std::int64_t{0});
-    tied = hf.value("tie_word_embeddings", true);
-    const int positions = number("n_positions", 1024);
-    flags = {"--num-layers", std::to_string(number("n_layer", 0)), "--hidden-size", std::to_string(hidden),
-             "--ffn-hidden-size", std::to_string(number("n_inner", 4 * hidden)), "--num-attention-heads",
-             std::to_string(heads), "--kv-channels", std::to_string(heads > 0 ? hidden / heads : 0),
-             "--seq-length", std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
-             "--norm-epsilon", str(number("layer_norm_epsilon", 1e-5)), "--hidden-dropout",
-             str(number("resid_pdrop", 0.1)), "--attention-dropout", str(number("attn_pdrop", 0.1)),
-             "--init-method-std", str(number("initializer_range", 0.02))};
-    if (act == "gelu") flags.push_back("--no-bias-gelu-fusion");
-    c.num_layers = number("n_layer", 0);
-    c.hidden_size = hidden;
-    c.ffn_hidden_size = number("n_inner", 4 * hidden);
-    c.num_attention_heads = heads;
-    c.seq_length = c.max_position_embeddings = positions;
-    c.norm_epsilon = number("layer_norm_epsilon", 1e-5);
-    c.hidden_dropout = number("resid_pdrop", 0.1);
-    c.attention_dropout = number("attn_pdrop", 0.1);
-    c.bias_activation_fusion = act != "gelu";
-  } else if (type == "llama") {
-    result.family = HfFamily::kLlama;
-    const int hidden = number("hidden_size", 0);
-    const int heads = number("num_attention_heads", 0);
-    const int groups = number("num_key_value_heads", heads);
-    if (groups <= 0) problems.push_back("num_key_value_heads " + std::to_string(groups) + ": must be positive");
-    if (number("intermediate_size", 0) <= 0) problems.push_back("intermediate_size: missing or not positive");
-    const int head_dim = number("head_dim", heads > 0 ? hidden / heads : 0);
-    double theta = number("rope_theta", 10000.0);
-    if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {
-      const auto& rp = hf.at("rope_parameters");
-      if (rp.value("rope_type", "default") != "default") {
-        problems.push_back("rope_parameters.rope_type " + rp.value("rope_type", "") + ": only plain RoPE is in Megatron's GPT");
-      }
-      if (rp.contains("rope_theta")) theta = rp.at("rope_theta").get<double>();
-    }
-    if (!(theta >= 1 && theta <= 1e15 && theta == std::floor(theta))) {
-      problems.push_back("rope_theta " + str(theta) + ": megatron_train's --rotary-base is a whole number");
-    }
-    if (hf.contains("rope_scaling") && !hf.at("rope_scaling").is_null()) {
-      problems.push_back("rope_scaling " + hf.at("rope_scaling").dump() + ": only plain RoPE is in Megatron's GPT");
-    }
-    if (hf.value("hidden_act", "silu") != "silu") problems.push_back("hidden_act " + hf.value("hidden_act", "") + ": SwiGLU is silu");
-    const bool attention_bias = hf.value("attention_bias", false);
-    if (hf.value("mlp_bias", false) != attention_bias) {
-      problems.push_back("attention_bias and mlp_bias differ: Megatron's --disable-bias-linear covers both");
-    }
-    vocab = number("vocab_size", std::int64_t{0});
-    tied = hf.value("tie_word_embeddings", false);
-    const int positions = number("max_position_embeddings", 2048);
-    flags = {"--num-layers", std::to_string(number("num_hidden_layers", 0)), "--hidden-size", std::to_string(hidden),
-             "--ffn-hidden-size", std::to_string(number("intermediate_size", 0)), "--num-attention-heads",
-             std::to_string(heads), "--kv-channels", std::to_string(head_dim), "--seq-length",
-             std::to_string(positions), "--max-position-embeddings", std::to_string(positions),
-             "--position-embedding-type", "rope", "--rotary-base", std::to_string(static_cast<std::int64_t>(theta)),
-             "--normalization", "RMSNorm",
-             "--norm-epsilon", str(number("rms_norm_eps", 1e-6)), "--swiglu", "--attention-dropout",
-             str(number("attention_dropout", 0.0)), "--hidden-dropout", "0", "--init-method-std",
-             str(number("initializer_range", 0.02))};
-    if (groups != heads) {
-      flags.insert(flags.end(), {"--group-query-attention", "--num-query-groups", std::to_string(groups)});
-    }
-    if (!attention_bias) flags.push_back("--disable-bias-linear");
-    c.num_layers = number("num_hidden_layers", 0);
-    c.hidden_size = hidden;
-    c.ffn_hidden_size = number("intermediate_size", 0);
-    c.num_attention_heads = heads;
-    c.num_query_groups = groups;
-    c.kv_channels = head_dim;
-    c.seq_length = c.max_position_embeddings = positions;
-    c.position_embedding = model::PositionEmbedding::kRope;
-    c.rotary_base = std::floor(theta);
-    c.normalization = model::Normalization::kRmsNorm;
-    c.norm_epsilon = number("rms_norm_eps", 1e-6);
-    c.swiglu = true;
-    c.attention_dropout = number("attention_dropout", 0.0);
-    c.hidden_dropout = 0.0;
-    c.add_bias_linear = attention_bias;
-  } else {
-    problems.push_back("model_type '" + type + "': supported are gpt2 and llama");
-  }
-  } catch (const nlohmann::json::exception& e) {
-    MEGATRON_FAIL(config_path, ": a setting has the wrong type (", e.what(), ")");
-  }
-  if (!tied) flags.push_back("--untie-embeddings-and-output-weights");
-  if (vocab <= 0) problems.push_back("vocab_size: missing");
-  c.untie_embeddings_and_output_weights = !tied;
-  c.init_method_std = number("initializer_range", 0.02);
-  c.derive_defaults();
+  result.family = read.family;
+  model::ModelConfig c = read.model;
+  const std::int64_t vocab = read.vocab_size;
   // Megatron splits the vocabulary evenly over TP: pad to its usual multiple where needed.
-  c.padded_vocab_size = vocab <= 0 || vocab % tp == 0 ? vocab : model::ModelConfig::padded_vocab_size_for(vocab, 128, tp);
-  flags.insert(flags.end(), {"--padded-vocab-size", std::to_string(c.padded_vocab_size)});
-  result.model_flags = flags;
+  c.padded_vocab_size = vocab % tp == 0 ? vocab : model::ModelConfig::padded_vocab_size_for(vocab, 128, tp);
   // What megatron_train would refuse at this layout.
-  for (std::string& p : c.validate()) problems.push_back(std::move(p));
+  std::vector<std::string> problems = c.validate();
   const auto divides = [&](std::int64_t value, int by, const std::string& what, const char* flag) {
     if (by > 1 && value % by != 0) problems.push_back(str_cat(what, " ", value, " is not divisible by ", flag, " ", by));
   };
@@ -188,17 +86,22 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
   MEGATRON_CHECK(vocab >= tokens, config_path, ": vocab_size ", vocab, " is smaller than the tokenizer's ", tokens,
                  " tokens (", vocab_file, "): the model was trained with another tokenizer");
+
+  // The tensors against config.json, before anything is reshaped.
+  std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
+  const std::int64_t layers = detail::hf_layers_in(t, read.family);
+  MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ",
+                 read.family == HfFamily::kGpt2 ? "n_layer" : "num_hidden_layers", " is ", c.num_layers,
+                 " but the safetensors files hold ", layers, " layers; correct config.json");
+  const std::string embedding = read.family == HfFamily::kGpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  const bool tied = resolve_tie(t, embedding, read.tie_word_embeddings, result.notes);
+  detail::check_hf_tensors(t, detail::hf_tensor_shapes(read.family, c, vocab, !tied), hf_dir);
+  c.untie_embeddings_and_output_weights = !tied;
+  result.model_flags = detail::megatron_model_flags(c);
   const model::ModelConfig& config = c;
 
   // HF names to Megatron's full (single-process) parameters.
-  const std::map<std::string, at::Tensor> t = read_hf_tensors(dir);
-  auto take = [&](std::initializer_list<std::string> names) -> at::Tensor {
-    for (const auto& name : names) {
-      const auto it = t.find(name);
-      if (it != t.end()) return it->second;
-    }
-    MEGATRON_FAIL(hf_dir, ": no tensor ", *names.begin(), " in the safetensors files");
-  };
+  auto take = [&](const std::string& name) { return t.at(name); };  // every name passed check_hf_tensors
   auto pad_rows = [&](const at::Tensor& w) {
     if (w.size(0) == config.padded_vocab_size) return w;
     return at::cat({w, at::zeros({config.padded_vocab_size - w.size(0), w.size(1)})}, 0);
@@ -207,7 +110,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   auto put = [&](const std::string& name, const at::Tensor& v) { full.emplace_back(name, v.contiguous()); };
   auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
   if (result.family == HfFamily::kGpt2) {
-    auto g = [&](const std::string& rest) { return take({"transformer." + rest, rest}); };
+    auto g = [&](const std::string& rest) { return take("transformer." + rest); };
     put("embedding.word_embeddings.weight", pad_rows(g("wte.weight")));
     put("embedding.position_embeddings.weight", g("wpe.weight"));
     for (int i = 0; i < config.num_layers; ++i) {
@@ -230,31 +133,31 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     put("decoder.final_layernorm.weight", g("ln_f.weight"));
     put("decoder.final_layernorm.bias", g("ln_f.bias"));
   } else {
-    put("embedding.word_embeddings.weight", pad_rows(take({"model.embed_tokens.weight"})));
+    put("embedding.word_embeddings.weight", pad_rows(take("model.embed_tokens.weight")));
     for (int i = 0; i < config.num_layers; ++i) {
       const std::string h = "model.layers." + std::to_string(i) + ".";
-      put(layer(i, "input_layernorm.weight"), take({h + "input_layernorm.weight"}));
+      put(layer(i, "input_layernorm.weight"), take(h + "input_layernorm.weight"));
       put(layer(i, "self_attention.linear_qkv.weight"),
-          join_qkv(take({h + "self_attn.q_proj.weight"}), take({h + "self_attn.k_proj.weight"}),
-                   take({h + "self_attn.v_proj.weight"}), config));
-      put(layer(i, "self_attention.linear_proj.weight"), take({h + "self_attn.o_proj.weight"}));
+          join_qkv(take(h + "self_attn.q_proj.weight"), take(h + "self_attn.k_proj.weight"),
+                   take(h + "self_attn.v_proj.weight"), config));
+      put(layer(i, "self_attention.linear_proj.weight"), take(h + "self_attn.o_proj.weight"));
       put(layer(i, "mlp.linear_fc1.weight"),
-          at::cat({take({h + "mlp.gate_proj.weight"}), take({h + "mlp.up_proj.weight"})}, 0));
-      put(layer(i, "mlp.linear_fc2.weight"), take({h + "mlp.down_proj.weight"}));
+          at::cat({take(h + "mlp.gate_proj.weight"), take(h + "mlp.up_proj.weight")}, 0));
+      put(layer(i, "mlp.linear_fc2.weight"), take(h + "mlp.down_proj.weight"));
       if (config.add_bias_linear) {
         put(layer(i, "self_attention.linear_qkv.bias"),
-            join_qkv(take({h + "self_attn.q_proj.bias"}), take({h + "self_attn.k_proj.bias"}),
-                     take({h + "self_attn.v_proj.bias"}), config));
-        put(layer(i, "self_attention.linear_proj.bias"), take({h + "self_attn.o_proj.bias"}));
+            join_qkv(take(h + "self_attn.q_proj.bias"), take(h + "self_attn.k_proj.bias"),
+                     take(h + "self_attn.v_proj.bias"), config));
+        put(layer(i, "self_attention.linear_proj.bias"), take(h + "self_attn.o_proj.bias"));
         put(layer(i, "mlp.linear_fc1.bias"),
-            at::cat({take({h + "mlp.gate_proj.bias"}), take({h + "mlp.up_proj.bias"})}, 0));
-        put(layer(i, "mlp.linear_fc2.bias"), take({h + "mlp.down_proj.bias"}));
+            at::cat({take(h + "mlp.gate_proj.bias"), take(h + "mlp.up_proj.bias")}, 0));
+        put(layer(i, "mlp.linear_fc2.bias"), take(h + "mlp.down_proj.bias"));
       }
-      put(layer(i, "pre_mlp_layernorm.weight"), take({h + "post_attention_layernorm.weight"}));
+      put(layer(i, "pre_mlp_layernorm.weight"), take(h + "post_attention_layernorm.weight"));
     }
-    put("decoder.final_layernorm.weight", take({"model.norm.weight"}));
+    put("decoder.final_layernorm.weight", take("model.norm.weight"));
   }
-  if (!tied) put("output_layer.weight", pad_rows(take({"lm_head.weight"})));
+  if (!tied) put("output_layer.weight", pad_rows(take("lm_head.weight")));
 
   // Into the single-process model: every name and shape is checked against what it holds.
   auto comm = parallel::make_single_process_communicator();

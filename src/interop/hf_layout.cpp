@@ -1,8 +1,10 @@
 // HuggingFace's tensor layouts against Megatron's (see hf_layout.h).
 #include "hf_layout.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "megatron/checkpoint/safetensors.h"
@@ -38,7 +40,7 @@ at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   return at::cat({grouped(q, per * hn), grouped(k, hn), grouped(v, hn)}, 1).reshape(shape).contiguous();
 }
 
-std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir) {
+std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family) {
   std::vector<std::string> files;
   const std::filesystem::path index = dir / "model.safetensors.index.json";
   if (std::filesystem::exists(index)) {
@@ -60,10 +62,107 @@ std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& d
   std::map<std::string, at::Tensor> out;
   for (const auto& file : files) {
     for (auto& [name, t] : checkpoint::read_safetensors((dir / file).string()).tensors) {
-      out[name] = t.to(at::kFloat).contiguous();
+      const bool bare = family == HfFamily::kGpt2 && !name.starts_with("transformer.") && !name.starts_with("lm_head.");
+      out[bare ? "transformer." + name : name] = t.to(at::kFloat).contiguous();
     }
   }
   return out;
+}
+
+HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head) {
+  // In 64 bits: the sizes come from config.json and their products may pass 2^31.
+  const std::int64_t h = c.hidden_size, ffn = c.ffn_hidden_size, hn = c.kv_channels;
+  const std::int64_t q = c.num_attention_heads * hn, kv = c.num_query_groups * hn;
+  HfShapes s;
+  auto add = [&](const std::string& name, std::vector<std::int64_t> shape) { s.emplace_back(name, std::move(shape)); };
+  if (family == HfFamily::kGpt2) {
+    add("transformer.wte.weight", {vocab, h});
+    add("transformer.wpe.weight", {c.max_position_embeddings, h});
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string p = "transformer.h." + std::to_string(i) + ".";
+      for (const char* norm : {"ln_1", "ln_2"}) {
+        add(p + norm + ".weight", {h});
+        add(p + norm + ".bias", {h});
+      }
+      add(p + "attn.c_attn.weight", {h, 3 * h});
+      add(p + "attn.c_attn.bias", {3 * h});
+      add(p + "attn.c_proj.weight", {h, h});
+      add(p + "attn.c_proj.bias", {h});
+      add(p + "mlp.c_fc.weight", {h, ffn});
+      add(p + "mlp.c_fc.bias", {ffn});
+      add(p + "mlp.c_proj.weight", {ffn, h});
+      add(p + "mlp.c_proj.bias", {h});
+    }
+    add("transformer.ln_f.weight", {h});
+    add("transformer.ln_f.bias", {h});
+  } else {
+    add("model.embed_tokens.weight", {vocab, h});
+    for (int i = 0; i < c.num_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      add(p + "input_layernorm.weight", {h});
+      add(p + "self_attn.q_proj.weight", {q, h});
+      add(p + "self_attn.k_proj.weight", {kv, h});
+      add(p + "self_attn.v_proj.weight", {kv, h});
+      add(p + "self_attn.o_proj.weight", {h, q});
+      add(p + "post_attention_layernorm.weight", {h});
+      add(p + "mlp.gate_proj.weight", {ffn, h});
+      add(p + "mlp.up_proj.weight", {ffn, h});
+      add(p + "mlp.down_proj.weight", {h, ffn});
+      if (c.add_bias_linear) {
+        add(p + "self_attn.q_proj.bias", {q});
+        add(p + "self_attn.k_proj.bias", {kv});
+        add(p + "self_attn.v_proj.bias", {kv});
+        add(p + "self_attn.o_proj.bias", {h});
+        add(p + "mlp.gate_proj.bias", {ffn});
+        add(p + "mlp.up_proj.bias", {ffn});
+        add(p + "mlp.down_proj.bias", {h});
+      }
+    }
+    add("model.norm.weight", {h});
+  }
+  if (lm_head) add("lm_head.weight", {vocab, h});
+  return s;
+}
+
+std::int64_t hf_layers_in(const std::map<std::string, at::Tensor>& tensors, HfFamily family) {
+  const std::string_view prefix = family == HfFamily::kGpt2 ? "transformer.h." : "model.layers.";
+  std::int64_t layers = 0;
+  for (const auto& [name, t] : tensors) {
+    if (!name.starts_with(prefix)) continue;
+    std::int64_t index = 0;
+    std::size_t i = prefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && index < (std::int64_t{1} << 40); ++i) {
+      index = index * 10 + (name[i] - '0');
+    }
+    if (i > prefix.size() && i < name.size() && name[i] == '.') layers = std::max(layers, index + 1);
+  }
+  return layers;
+}
+
+void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfShapes& expected,
+                      const std::string& where) {
+  const auto text = [](at::IntArrayRef shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : expected) {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      problems.push_back(name + " is missing; config.json needs it with shape " + text(shape));
+    } else if (it->second.sizes() != at::IntArrayRef(shape)) {
+      problems.push_back(name + " has shape " + text(it->second.sizes()) + "; config.json needs " + text(shape));
+    }
+  }
+  // A wrong size repeats in every layer: the first few name it.
+  constexpr std::size_t kShown = 8;
+  if (problems.size() > kShown) {
+    const std::size_t more = problems.size() - kShown;
+    problems.resize(kShown);
+    problems.push_back("... and " + std::to_string(more) + " more tensors");
+  }
+  throw_if_problems(where + ": the tensors do not match config.json", problems, ProblemHeading::kList);
 }
 
 }  // namespace megatron::interop::detail

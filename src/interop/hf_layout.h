@@ -1,13 +1,18 @@
 // HuggingFace's tensor layouts against Megatron's (private to src/interop): the fused QKV rows
-// grouped per query group, and the tensors of an HF folder.
+// grouped per query group, the tensors of an HF folder, and the names and shapes its config.json
+// implies (checked before anything is reshaped).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "megatron/interop/huggingface.h"
 #include "megatron/model/model_config.h"
 
 namespace megatron::interop::detail {
@@ -21,6 +26,25 @@ Qkv split_qkv(const at::Tensor& w, const model::ModelConfig& c);
 at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const model::ModelConfig& c);
 
 // Every tensor of an HF folder (one model.safetensors, or the shards its index names), as fp32.
-std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir);
+// GPT-2's names are given transformers' "transformer." prefix where the file has none (as
+// OpenAI's original checkpoints), so that each tensor has one name.
+std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family);
+
+using HfShapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+
+// The tensors transformers' GPT2LMHeadModel or LlamaForCausalLM holds for `c` (HF names and
+// layouts: GPT-2's Conv1D [in, out], Llama's separate projections) with a `vocab`-row embedding;
+// lm_head.weight when `lm_head`.
+HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head);
+
+// The transformer layers the file holds: one more than the largest index of transformer.h.<i>.
+// (GPT-2) or model.layers.<i>. (Llama) among the names.
+std::int64_t hf_layers_in(const std::map<std::string, at::Tensor>& tensors, HfFamily family);
+
+// Every expected tensor present with its shape, or throws megatron::Error listing each one that is
+// missing or of another shape ("<name> has shape [16, 32]; config.json needs [32, 32]"); `where`
+// names the folder.
+void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfShapes& expected,
+                      const std::string& where);
 
 }  // namespace megatron::interop::detail

@@ -3,6 +3,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <filesystem>
+#include <type_traits>
+
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
@@ -40,20 +43,72 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   return out;
 }
 
-std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
-                                                          std::string& merge_file) {
-  const auto saved = [&](const char* key) {
-    const auto it = loaded.run_config.find(key);
-    return it != loaded.run_config.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  if (vocab_file.empty()) vocab_file = saved("vocab_file");
-  if (merge_file.empty()) merge_file = saved("merge_file");
-  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
-                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
+namespace {
+
+std::unique_ptr<tokenizer::Tokenizer> gpt2_tokenizer(const std::string& vocab_file, const std::string& merge_file) {
   tokenizer::TokenizerOptions options;
   options.vocab_file = vocab_file;
   options.merge_file = merge_file;
   return tokenizer::build_tokenizer(options);
+}
+
+// A key of the saved run's arguments, when it holds a value of type T.
+template <typename T>
+std::optional<T> saved_value(const nlohmann::json& run_config, const char* key) {
+  const auto it = run_config.find(key);
+  if (it == run_config.end()) return std::nullopt;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return std::nullopt;
+  } else {
+    if (!it->is_number_integer()) return std::nullopt;
+  }
+  return it->get<T>();
+}
+
+}  // namespace
+
+std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
+                                                          std::string& merge_file) {
+  const std::string saved_vocab = saved_value<std::string>(loaded.run_config, "vocab_file").value_or("");
+  const std::string saved_merge = saved_value<std::string>(loaded.run_config, "merge_file").value_or("");
+  if (vocab_file.empty()) vocab_file = saved_vocab;
+  if (merge_file.empty()) merge_file = saved_merge;
+  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
+                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
+  auto chosen = gpt2_tokenizer(vocab_file, merge_file);
+  const auto tokens = static_cast<std::int64_t>(chosen->vocab_size());
+  const std::int64_t rows = loaded.config.padded_vocab_size;
+  const std::string trained_with =
+      saved_vocab.empty() ? std::string("a tokenizer it does not name")
+                          : "--vocab-file " + saved_vocab + " --merge-file " + saved_merge;
+  const std::string tokenizer = "the tokenizer (--vocab-file " + vocab_file + " --merge-file " + merge_file + ")";
+  const std::string advice = saved_vocab.empty() ? std::string("give the tokenizer it was trained with")
+                                                 : "leave --vocab-file and --merge-file out to use those";
+  MEGATRON_CHECK(tokens <= rows, tokenizer, " has ", tokens, " tokens but the model's vocabulary has ", rows,
+                 " rows: this checkpoint was trained with ", trained_with, "; ", advice);
+  // Another tokenizer than the recorded one: the model's vocabulary would be cut to it (an export)
+  // or ids past it never drawn (generation). Its size must be the recorded tokenizer's.
+  const bool other_files = vocab_file != saved_vocab || merge_file != saved_merge;
+  if (other_files && !saved_vocab.empty() && std::filesystem::is_regular_file(saved_vocab) &&
+      std::filesystem::is_regular_file(saved_merge)) {
+    const auto trained = static_cast<std::int64_t>(gpt2_tokenizer(saved_vocab, saved_merge)->vocab_size());
+    MEGATRON_CHECK(tokens == trained, tokenizer, " has ", tokens, " tokens but this checkpoint was trained with ",
+                   trained_with, " (", trained, " tokens); ", advice);
+    return chosen;
+  }
+  // The recorded files are gone (or were never named): Megatron's padding of the trained
+  // vocabulary (--make-vocab-size-divisible-by x TP) must give the model's rows from this one too.
+  const auto divisible_by = saved_value<std::int64_t>(loaded.run_config, "make_vocab_size_divisible_by");
+  const auto tp = saved_value<std::int64_t>(loaded.run_config, "tensor_model_parallel_size");
+  const bool padded_given = saved_value<std::int64_t>(loaded.run_config, "padded_vocab_size").has_value();
+  if (divisible_by && tp && *divisible_by > 0 && *tp > 0 && !padded_given) {
+    const std::int64_t padded =
+        model::ModelConfig::padded_vocab_size_for(tokens, static_cast<int>(*divisible_by), static_cast<int>(*tp));
+    MEGATRON_CHECK(padded == rows, tokenizer, " has ", tokens, " tokens, padded to ", padded,
+                   " rows, but the model's vocabulary has ", rows, ": this checkpoint was trained with ", trained_with,
+                   "; ", advice);
+  }
+  return chosen;
 }
 
 }  // namespace megatron::interop

@@ -1,7 +1,7 @@
 // The end of every tool's main: each error is printed as "<tool>: error: <message>", every usage
 // error and failure exits with status 1, and standard output is checked at exit (a full disk is
-// an error, not a silent success). Knows nothing of LibTorch: megatron_train turns a c10::Error
-// into one line before it gets here.
+// an error, not a silent success). Knows nothing of LibTorch: the tools that link it call
+// run_torch_tool (torch_errors.h), which turns a c10::Error into one line before it gets here.
 #pragma once
 
 #include <functional>

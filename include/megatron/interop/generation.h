@@ -29,7 +29,8 @@ std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, co
                           at::Generator& gen);
 // Continues `prompt`; `on_token` sees each new id as soon as it is chosen. Stops after
 // max_new_tokens, at the EOD (included in the result) unless !stop_at_eod, or at the model's last
-// position (learned position embeddings). Returns the new ids.
+// position (learned position embeddings). Returns the new ids. Logits with a NaN or +inf (or
+// all -inf) are refused naming the step: they come from weights that are not finite.
 std::vector<std::int64_t> generate(const model::GptModel& model, const std::vector<std::int64_t>& prompt,
                                    std::int64_t vocab_limit, std::int64_t eod, const SamplingOptions& options,
                                    const std::function<void(std::int64_t)>& on_token = {});

@@ -55,10 +55,15 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
 // --no-load-rng). The vocabulary is padded with zero rows to a multiple of `tp` where needed
 // (Megatron's make-vocab-size-divisible-by x TP). Returns the megatron_train model flags that
 // match it (the shape flags --load compares, plus dropout and init). Throws megatron::Error
-// naming every HF setting that has no megatron_train equivalent.
+// naming every HF setting that has no megatron_train equivalent, a key of config.json that is
+// missing, of the wrong type or out of range, and, before any tensor is reshaped, every tensor
+// whose shape is not the one config.json implies (and a layer count that differs from the file's).
+// The output layer is tied as transformers ties it on load: as config.json says, unless the file
+// holds an lm_head.weight different from the embedding (then untied, with a note).
 struct HfImport {
   HfFamily family = HfFamily::kGpt2;
   std::vector<std::string> model_flags;
+  std::vector<std::string> notes;  // what the import decided that config.json did not say
 };
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
                    const std::string& vocab_file, const std::string& merge_file);

@@ -36,6 +36,10 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
 
 // The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved
 // run's (both filled in, for the caller to copy or print); refused when neither names them.
+// Also refused, naming the tokenizer the checkpoint recorded: one with more tokens than the
+// model's vocabulary has rows, and one of another size than the recorded tokenizer (or, when the
+// recorded files are gone, one whose Megatron padding does not give the model's rows): the
+// export would cut the vocabulary to it, generation would never draw the ids past it.
 std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
                                                           std::string& merge_file);
 

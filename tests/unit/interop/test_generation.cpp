@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -193,6 +194,17 @@ TEST(Sampling, TheSameSeedDrawsTheSameTokens) {
   EXPECT_NE(first, other);  // 64 draws of a 5-way distribution: equal by chance with p < 1e-15
 }
 
+TEST(Sampling, ATinyTemperatureTakesTheMostLikelyToken) {
+  // Logits / 1e-300 overflow to +inf (or 0 / 0 in float): the shifted division in double keeps
+  // the most likely token at 0 and sends the others to -inf.
+  for (const double t : {1e-40, 1e-300}) {
+    SamplingOptions o;
+    o.temperature = t;
+    expect_frequencies(counts(logits_of(kProbabilities), 5, o), expected(kProbabilities, {1}),
+                       "temperature " + std::to_string(t));
+  }
+}
+
 // Greedy generation through the key/value cache equals re-running the whole sequence each step
 // and taking the argmax of the last position's logits (below the vocabulary limit).
 TEST(Generation, GreedyWithTheCacheMatchesFullSequenceArgmax) {
@@ -241,6 +253,33 @@ TEST(Generation, StopsAfterTheEodAndAtTheLastPosition) {
   const auto first = std::find(all.begin(), all.end(), all[3]) - all.begin();
   EXPECT_EQ(stopped, std::vector<std::int64_t>(all.begin(), all.begin() + first + 1));
   testing::expect_contains(testing::error_of([&] { generate(model, {}, 96, 0, o); }), {"the prompt is empty"});
+}
+
+TEST(Generation, NamesNonFiniteLogitsInsteadOfSampling) {
+  const model::ModelConfig config = testing::tiny_config();
+  at::Generator init = generator(5);
+  const model::GptModel model(config, parallel::single_process_context(), init);
+  SamplingOptions sampled, greedy;
+  greedy.greedy = true;
+  at::Tensor norm;
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (name == "decoder.final_layernorm.weight") norm = t;
+  }
+  ASSERT_TRUE(norm.defined());
+  {
+    at::NoGradGuard no_grad;
+    norm[3].fill_(std::numeric_limits<float>::quiet_NaN());  // a weight a diverged run left NaN
+  }
+  for (const SamplingOptions& o : {sampled, greedy}) {
+    testing::expect_contains(testing::error_of([&] { generate(model, {1, 2, 3}, 96, 0, o); }),
+                             {"the model's logits are NaN (96 of 96) at step 1", "weights are not finite"});
+  }
+  {
+    at::NoGradGuard no_grad;
+    norm.fill_(std::numeric_limits<float>::infinity());
+  }
+  testing::expect_contains(testing::error_of([&] { generate(model, {1, 2, 3}, 96, 0, sampled); }),
+                           {"the model's logits are", "at step 1"});
 }
 
 }  // namespace

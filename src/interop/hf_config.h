@@ -1,0 +1,35 @@
+// A HuggingFace config.json read as Megatron's model (private to src/interop): the keys
+// transformers' GPT2Config and LlamaConfig read, their defaults where transformers has one that
+// follows from other keys (n_inner, num_key_value_heads, head_dim), and the megatron_train flags
+// that build the same model. Integers are read as integers, range-checked; nothing is narrowed.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "megatron/interop/huggingface.h"
+#include "megatron/model/model_config.h"
+
+namespace megatron::interop::detail {
+
+struct HfConfig {
+  HfFamily family = HfFamily::kGpt2;
+  // Sizes, norms, positions and dropout as config.json gives them, defaults derived;
+  // padded_vocab_size and the tie are left to the importer (the tensors decide the tie).
+  model::ModelConfig model;
+  std::int64_t vocab_size = 0;
+  bool tie_word_embeddings = true;  // as config.json says (or the family's default)
+};
+
+// Reads config.json (already parsed; `where` names it in messages). Throws megatron::Error: an
+// unsupported or missing model_type alone; otherwise every key that is missing, of the wrong
+// type, out of range, or a setting Megatron's GPT does not have, together.
+HfConfig read_hf_config(const nlohmann::json& hf, const std::string& where);
+
+// The megatron_train model flags that build `c` (the shape flags --load compares, dropout and
+// init), including --padded-vocab-size and --untie-embeddings-and-output-weights where they apply.
+std::vector<std::string> megatron_model_flags(const model::ModelConfig& c);
+
+}  // namespace megatron::interop::detail

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# HuggingFace folders, tokenizers and weights that do not fit, with transformers as the reference
+# where behaviour must match it. Randomly initialised transformers models (hf_random_model.py),
+# edited the way a broken or hostile folder would be:
+#   - a tied config.json whose files hold a different lm_head imports untied, with transformers'
+#     logits (transformers loads it untied too);
+#   - a config.json that contradicts the tensors (num_key_value_heads null, a wrong head_dim, a
+#     vocabulary other than the embedding's rows, fewer layers than the files hold), integers that
+#     are not integers, an unsupported model_type: refused naming the key or the tensor, one error,
+#     no C++ stack trace, no checkpoint written;
+#   - generate and the export refuse a tokenizer smaller than the one the checkpoint recorded,
+#     naming that one;
+#   - NaN weights stop generate naming the NaN logits, not a sampling crash.
+# PYTHON must have transformers (scripts/setup.sh puts it into .venv).
+set -uo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_tools CONVERT MODEL_LOGITS GENERATE
+PY=$PYTHON
+"$PY" -c "import transformers" 2>/dev/null || fail "$PY has no transformers (scripts/setup.sh installs it into .venv)"
+IDS=(50256 464 2068 7586 21831 18045 625 262 16931 3290 13 50256 40 588)
+
+import_hf() {  # import_hf NAME: $WORK/NAME.hf -> $WORK/NAME.ckpt
+  assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/$1.hf" \
+    --save-dir "$WORK/$1.ckpt" --vocab-file "$VOCAB" --merge-file "$MERGES"
+}
+
+# edit FROM TO CODE: copies $WORK/FROM.hf to $WORK/TO.hf, then runs the Python CODE on `config`
+# (config.json as a dict) and `tensors` (model.safetensors as a dict), which are written back.
+edit() {
+  cp -r "$WORK/$1.hf" "$WORK/$2.hf"
+  "$PY" - "$WORK/$2.hf" "$3" <<'PY' || fail "editing $2 failed"
+import json
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+
+folder, code = sys.argv[1], sys.argv[2]
+config = json.load(open(folder + "/config.json"))
+tensors = load_file(folder + "/model.safetensors")
+exec(code, {"config": config, "tensors": tensors, "torch": torch})
+json.dump(config, open(folder + "/config.json", "w"), indent=2)
+save_file({k: v.contiguous() for k, v in tensors.items()}, folder + "/model.safetensors", metadata={"format": "pt"})
+PY
+}
+
+# one_error TOOL: err.txt is one "TOOL: error:" message without a C++ stack trace.
+one_error() {
+  [[ $(grep -c "error:" "$WORK/err.txt") -eq 1 ]] || { show "$WORK/err.txt" stderr; fail "expected one error"; }
+  if grep -q "frame #\|Exception raised from" "$WORK/err.txt"; then
+    show "$WORK/err.txt" stderr
+    fail "a C++ stack trace"
+  fi
+  assert_contains "$WORK/err.txt" "$1: error: "
+}
+
+# refused NAME EXPECTED: importing $WORK/NAME.hf fails with EXPECTED, one error, nothing written.
+refused() {
+  assert_fails_with "$2" "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/$1.hf" \
+    --save-dir "$WORK/$1.ckpt" --vocab-file "$VOCAB" --merge-file "$MERGES"
+  one_error convert_checkpoint
+  [[ -e $WORK/$1.ckpt/latest_checkpointed_iteration.txt ]] && fail "$1: a refused import wrote a checkpoint"
+  compgen -G "$WORK/$1.ckpt/iter_*" >/dev/null && fail "$1: a refused import left an iteration folder"
+  return 0
+}
+
+step "random transformers GPT-2 (tied) and Llama (untied, 2 key/value heads of 16) models"
+for fam in gpt2 llama; do
+  assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" "$fam" "$WORK/$fam.hf"
+done
+ok "written"
+
+step "a tied config.json whose files hold a different lm_head imports untied, with transformers' logits"
+edit gpt2 gpt2head 'torch.manual_seed(5); tensors["lm_head.weight"] = 0.3 * torch.randn_like(tensors["transformer.wte.weight"])'
+edit llama llamatied 'config["tie_word_embeddings"] = True'
+for name in gpt2head llamatied; do
+  import_hf "$name"
+  assert_contains "$WORK/out.txt" "note: config.json says tie_word_embeddings, but lm_head.weight differs"
+  assert_contains "$WORK/out.txt" "--untie-embeddings-and-output-weights"
+  assert_succeeds "$MODEL_LOGITS" "$WORK/$name.ckpt" "$WORK/$name.logits" "${IDS[@]}"
+  class=GPT2LMHeadModel
+  [[ $name == llamatied ]] && class=LlamaForCausalLM
+  # transformers warns "both are present ... we will NOT tie them" and keeps the file's lm_head.
+  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
+  ok "$name: $(tail -1 "$WORK/out.txt")"
+done
+
+step "config.json contradicting the tensors is refused naming the tensor, before anything is reshaped"
+edit llama kvnull 'config["num_key_value_heads"] = None'  # transformers: one key/value head per query head
+refused kvnull "model.layers.0.self_attn.k_proj.weight has shape [32, 64]; config.json needs [64, 64]"
+# transformers refuses it too (a size mismatch, without ignore_mismatched_sizes).
+"$PY" -c "import sys, transformers; transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1])" \
+  "$WORK/kvnull.hf" >/dev/null 2>&1 && fail "transformers loaded kvnull: the reference changed"
+ok "transformers refuses kvnull as well"
+edit llama headdim 'config["head_dim"] = 32'
+refused headdim "model.layers.0.self_attn.q_proj.weight has shape [64, 64]; config.json needs [128, 64]"
+edit llama fewer 'config["num_hidden_layers"] = 2'
+refused fewer "num_hidden_layers is 2 but the safetensors files hold 4 layers"
+edit gpt2 vocabup 'config["vocab_size"] = 50400'
+refused vocabup "transformer.wte.weight has shape [50257, 64]; config.json needs [50400, 64]"
+edit gpt2 rowsup 'tensors["transformer.wte.weight"] = torch.cat([tensors["transformer.wte.weight"], torch.zeros(47, 64)])'
+refused rowsup "transformer.wte.weight has shape [50304, 64]; config.json needs [50257, 64]"
+
+step "config.json's integers are read as integers, range-checked, naming the key and the value"
+edit gpt2 wrap 'config["n_layer"] = 4294967298'
+refused wrap "n_layer is 4294967298; expected a whole number from 1 to 2147483647"
+edit gpt2 frac 'config["n_layer"] = 2.7'
+refused frac "n_layer is 2.7; expected a whole number"
+edit gpt2 huge 'config["n_layer"] = 1e12'
+refused huge "n_layer is 1000000000000.0; expected a whole number"
+edit llama mistral 'config["model_type"] = "mistral"; del config["vocab_size"]'
+refused mistral "model_type 'mistral' is not supported; supported are gpt2"
+grep -q "vocab_size" "$WORK/err.txt" && fail "an unsupported model_type was reported as a missing vocab_size"
+ok "model_type is said to be unsupported"
+
+step "generate and the export refuse a smaller tokenizer than the checkpoint recorded, naming it"
+import_hf gpt2
+"$PY" - "$VOCAB" "$WORK/small.json" "$WORK/small.txt" <<'PY' || fail "writing the small tokenizer failed"
+import json
+import sys
+
+vocab = {t: i for t, i in json.load(open(sys.argv[1])).items() if i < 1000}
+vocab["<|endoftext|>"] = 1000
+json.dump(vocab, open(sys.argv[2], "w"))
+open(sys.argv[3], "w").write("#version: 0.2\n")
+PY
+assert_fails_with "has 1001 tokens but this checkpoint was trained with --vocab-file $VOCAB" \
+  "$GENERATE" --load "$WORK/gpt2.ckpt" --prompt "Hello" --vocab-file "$WORK/small.json" --merge-file "$WORK/small.txt"
+one_error generate
+assert_fails_with "has 1001 tokens but this checkpoint was trained with --vocab-file $VOCAB" \
+  "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/gpt2.ckpt" --save-dir "$WORK/small.hf" \
+  --vocab-file "$WORK/small.json" --merge-file "$WORK/small.txt"
+one_error convert_checkpoint
+[[ -e $WORK/small.hf ]] && fail "the refused export wrote small.hf"
+ok "refused, nothing written"
+
+step "NaN weights: generate names the NaN logits instead of crashing in the sampler"
+edit gpt2 nan 'tensors["transformer.ln_f.weight"][5] = float("nan")'
+import_hf nan
+for mode in --greedy --top-k=40; do
+  assert_fails_with "the model's logits are NaN (50257 of 50257) at step 1: the checkpoint's weights are not finite" \
+    "$GENERATE" --load "$WORK/nan.ckpt" --prompt "Hello" --max-new-tokens 4 "$mode"
+  one_error generate
+done

@@ -191,9 +191,9 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const std::s
   const fs::path target(dir);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   // An export killed before its rename left <dir>.tmp.<its pid>: gone with its process, it goes.
-  const std::string name = target.filename().string();
+  const std::string folder_name = target.filename().string();
   remove_stale_temporaries(target.has_parent_path() ? target.parent_path().string() : ".",
-                           [&](std::string_view base) { return base == name; });
+                           [&](std::string_view base) { return base == folder_name; });
   TemporaryFolder temp(dir + ".tmp." + std::to_string(::getpid()));
   const fs::path tmp(temp.path());
   auto write_json = [&](const char* name, const nlohmann::ordered_json& j) {

@@ -13,20 +13,19 @@ namespace {
 
 using nlohmann::json;
 
-std::string python_str(double v) { return python_float_repr(v); }
-std::string python_str(std::int64_t v) { return std::to_string(v); }
-template <typename E>
-  requires std::is_enum_v<E>
-std::string python_str(E v) {
-  return std::string(enum_name(v));
-}
-
 json to_json_value(double v) { return v; }
 json to_json_value(std::int64_t v) { return v; }
 template <typename E>
   requires std::is_enum_v<E>
 json to_json_value(E v) {
   return std::string(enum_name(v));
+}
+
+// A value as Megatron's messages print it (Python's str()).
+template <typename T>
+std::string python_str(const T& v) {
+  const json j = to_json_value(v);
+  return j.is_string() ? j.get<std::string>() : j.is_number_float() ? python_float_repr(j.get<double>()) : j.dump();
 }
 
 bool from_json_value(const json& j, double& v) {

@@ -61,6 +61,9 @@ inline constexpr std::string_view kImplementedTokenizers[] = {"GPT2BPETokenizer"
 inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
+// The name a flag is reported by: the first of its aliases ("--a" of "--a,--b").
+inline std::string primary_flag(std::string_view flags) { return std::string(flags.substr(0, flags.find(','))); }
+
 // Calls f(spec, field) for every field of `a` (Arguments or const Arguments).
 template <typename A, typename F>
 void for_each_field(A& a, F&& f) {

@@ -22,6 +22,7 @@ namespace {
 using detail::Choices;
 using detail::FieldSpec;
 using detail::FlagKind;
+using detail::primary_flag;
 using detail::ParseState;
 
 // The values of the last occurrence of a flag, the spelling used and how often it was given.
@@ -31,8 +32,6 @@ struct RawValue {
   bool explicit_flag_value = false;  // "--flag=x" on a store_true/store_false flag
   int occurrences = 1;
 };
-
-std::string primary_flag(std::string_view flags) { return std::string(flags.substr(0, flags.find(','))); }
 
 std::string trim(std::string_view text) {
   const auto begin = text.find_first_not_of(" \t\n\r\f\v");

@@ -13,11 +13,14 @@ namespace megatron::train {
 namespace {
 
 // Fields that legitimately differ from rank to rank.
-bool rank_specific(std::string_view dest) { return dest == "rank" || dest == "local_rank"; }
+constexpr std::string_view kRankSpecific[] = {"rank", "local_rank"};
+bool rank_specific(std::string_view dest) {
+  return std::find(std::begin(kRankSpecific), std::end(kRankSpecific), dest) != std::end(kRankSpecific);
+}
 
 nlohmann::json comparable(const nlohmann::json& arguments) {
   nlohmann::json out = arguments;
-  for (const char* key : {"rank", "local_rank"}) out.erase(key);
+  for (const auto key : kRankSpecific) out.erase(std::string(key));
   return out;
 }
 
@@ -42,7 +45,7 @@ std::vector<std::string> argument_differences(const nlohmann::json& mine, const 
     if (rank_specific(spec.dest)) return;
     const nlohmann::json a = mine.value(key, nlohmann::json()), b = reference.value(key, nlohmann::json());
     if (a == b) return;
-    const std::string flag = spec.flags.empty() ? key : std::string(spec.flags.substr(0, spec.flags.find(',')));
+    const std::string flag = spec.flags.empty() ? key : detail::primary_flag(spec.flags);
     out.push_back(str_cat(flag, " ", a.dump(), " (rank ", reference_rank, ": ", b.dump(), ")"));
   });
   return out;

@@ -48,15 +48,22 @@ ranks_disagree() {
   ok "no iteration ran"
 }
 
+# await_iteration_3 OUT ERR JOB: waits up to 60 s for iteration 3 in OUT; else kills JOB and fails.
+await_iteration_3() {
+  for _ in $(seq 600); do
+    grep -q ' iteration *3/' "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  kill -9 "$3"
+  show "$2" stderr
+  fail "training did not start"
+}
+
 rank_killed() {
   # shellcheck disable=SC2046
   mpi 2 $(layout_flags 1 2) --train-iters 100000 >"$WORK/kill_out.txt" 2>"$WORK/kill_err.txt" &
   local job=$! victim rc=0 start elapsed
-  for _ in $(seq 600); do
-    grep -q ' iteration *3/' "$WORK/kill_out.txt" 2>/dev/null && break
-    sleep 0.1
-  done
-  grep -q ' iteration *3/' "$WORK/kill_out.txt" || { kill -9 $job; show "$WORK/kill_err.txt" stderr; fail "training did not start"; }
+  await_iteration_3 "$WORK/kill_out.txt" "$WORK/kill_err.txt" $job
   victim=$(rank_pid "$WORK/cache" 1)
   [[ -n $victim ]] || { kill -9 $job; fail "could not find rank 1's process"; }
   start=$SECONDS
@@ -112,11 +119,7 @@ stage_never_sends() {
   mpi 2 $(layout_flags 1 4) --pipeline-model-parallel-size 2 --distributed-timeout-minutes 1 --train-iters 100000 \
     >"$WORK/hang_out.txt" 2>"$WORK/hang_err.txt" &
   local job=$!
-  for _ in $(seq 600); do
-    grep -q ' iteration *3/' "$WORK/hang_out.txt" 2>/dev/null && break
-    sleep 0.1
-  done
-  grep -q ' iteration *3/' "$WORK/hang_out.txt" || { kill -9 $job; show "$WORK/hang_err.txt" stderr; fail "training did not start"; }
+  await_iteration_3 "$WORK/hang_out.txt" "$WORK/hang_err.txt" $job
   victim=$(rank_pid "$WORK/cache" 0)
   [[ -n $victim ]] || { kill -9 $job; fail "could not find rank 0's process"; }
   start=$SECONDS

@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -44,6 +46,19 @@ at::ScalarType dtype_from(const std::string& name, const std::string& path) {
   }
   MEGATRON_FAIL(path, ": unsupported safetensors dtype ", name);
 }
+
+// The safetensors library's limit on the header's size.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+// One tensor's entry in the header.
+struct Entry {
+  std::uint64_t begin;
+  std::uint64_t end;
+  std::string name;
+  std::vector<std::int64_t> shape;
+  at::ScalarType type;
+  bool keep;
+};
 
 // A file whose header is read with pread, before deciding whether to map the rest.
 class HeaderReader {
@@ -87,6 +102,61 @@ class HeaderReader {
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
+
+// The header as JSON, refusing what the safetensors library refuses or cannot mean one thing: not
+// an object, or a tensor named twice (a JSON parser would keep one of the two silently).
+nlohmann::json parse_header(const std::string& text, const std::string& path) {
+  std::set<std::string> names;
+  std::string repeated;
+  const auto note_names = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second &&
+        repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, note_names);
+  } catch (const nlohmann::json::exception& e) {
+    MEGATRON_FAIL(path, ": the safetensors header is not valid JSON (", e.what(), ")");
+  }
+  MEGATRON_CHECK(header.is_object(), path, ": the safetensors header is not a JSON object");
+  MEGATRON_CHECK(repeated.empty(), path, ": the safetensors header names \"", repeated, "\" twice");
+  return header;
+}
+
+// "__metadata__": a map of strings (or null, which the safetensors library reads as none).
+std::map<std::string, std::string> read_metadata(const nlohmann::json& entry, const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (entry.is_null()) return out;
+  MEGATRON_CHECK(entry.is_object(), path, ": the safetensors __metadata__ is a JSON ", entry.type_name(),
+                 "; the format needs an object of strings");
+  for (const auto& [k, v] : entry.items()) {
+    MEGATRON_CHECK(v.is_string(), path, ": the safetensors __metadata__ entry \"", k, "\" is a JSON ", v.type_name(),
+                   "; the format needs strings");
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+// The tensors' byte ranges (sorted) must tile the data exactly, as the safetensors library
+// requires: no two tensors sharing bytes, no bytes that belong to none, nothing after the last.
+void check_coverage(const std::vector<Entry>& sorted, std::uint64_t data_size, const std::string& path) {
+  std::uint64_t end = 0;
+  const Entry* previous = nullptr;
+  for (const Entry& e : sorted) {
+    if (e.begin < end) {
+      MEGATRON_FAIL(path, ": tensors ", previous->name, " [", previous->begin, ", ", previous->end, ") and ", e.name,
+                    " [", e.begin, ", ", e.end, ") share data bytes");
+    }
+    MEGATRON_CHECK(e.begin == end, path, ": data bytes [", end, ", ", e.begin, ") belong to no tensor");
+    end = e.end;
+    previous = &e;
+  }
+  MEGATRON_CHECK(end == data_size, path, ": ", data_size - end, " bytes after the last tensor's data (the tensors ",
+                 "cover ", end, " of the ", data_size, " data bytes)");
+}
 
 }  // namespace
 
@@ -144,29 +214,18 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& ke
   file.read(&header_size, 8, 0);
   MEGATRON_CHECK(header_size <= file.size() - 8, path, ": truncated or not a safetensors file (header of ",
                  header_size, " bytes in a ", file.size(), "-byte file)");
+  MEGATRON_CHECK(header_size <= kMaxHeaderBytes, path, ": a safetensors header of ", header_size,
+                 " bytes (the format allows ", kMaxHeaderBytes, ")");
   std::string header_text(static_cast<std::size_t>(header_size), '\0');
   file.read(header_text.data(), header_size, 8);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(header_text);
-  } catch (const nlohmann::json::exception& e) {
-    MEGATRON_FAIL(path, ": the safetensors header is not valid JSON (", e.what(), ")");
-  }
-  MEGATRON_CHECK(header.is_object(), path, ": the safetensors header is not a JSON object");
+  const nlohmann::json header = parse_header(header_text, path);
   const std::uint64_t data_start = 8 + header_size;
   const std::uint64_t data_size = file.size() - data_start;
   SafetensorsFile out;
-  struct Entry {
-    std::uint64_t begin;
-    std::string name;
-    std::vector<std::int64_t> shape;
-    at::ScalarType type;
-    bool keep;
-  };
   std::vector<Entry> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
-      for (const auto& [k, v] : entry.items()) out.metadata[k] = v.get<std::string>();
+      out.metadata = read_metadata(entry, path);
       continue;
     }
     try {
@@ -188,12 +247,14 @@ SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& ke
       const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * element;
       MEGATRON_CHECK(nbytes == offsets[1] - offsets[0], path, ": tensor ", name, " has ", offsets[1] - offsets[0],
                      " bytes, its shape and dtype need ", nbytes);
-      entries.push_back(Entry{offsets[0], name, shape, type, !keep || keep(name, numel)});
+      entries.push_back(Entry{offsets[0], offsets[1], name, shape, type, !keep || keep(name, numel)});
     } catch (const nlohmann::json::exception& e) {
       MEGATRON_FAIL(path, ": malformed entry for tensor ", name, " (", e.what(), ")");
     }
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  check_coverage(entries, data_size, path);
   const bool any = std::any_of(entries.begin(), entries.end(), [](const Entry& e) { return e.keep; });
   if (!any && !(digest != nullptr && !keep)) return out;  // nothing wanted: the header was enough
   // The whole file in one populated private mapping (read at the disk's speed, no fresh anonymous

@@ -8,6 +8,8 @@
 #     vocabulary other than the embedding's rows, fewer layers than the files hold), integers that
 #     are not integers, an unsupported model_type: refused naming the key or the tensor, one error,
 #     no C++ stack trace, no checkpoint written;
+#   - safetensors files the safetensors library refuses (tensors sharing bytes, trailing bytes, a
+#     tensor named twice, a malformed __metadata__): refused naming the file;
 #   - generate and the export refuse a tokenizer smaller than the one the checkpoint recorded,
 #     naming that one;
 #   - NaN weights stop generate naming the NaN logits, not a sampling crash.
@@ -113,6 +115,50 @@ edit llama mistral 'config["model_type"] = "mistral"; del config["vocab_size"]'
 refused mistral "model_type 'mistral' is not supported; supported are gpt2"
 grep -q "vocab_size" "$WORK/err.txt" && fail "an unsupported model_type was reported as a missing vocab_size"
 ok "model_type is said to be unsupported"
+
+step "safetensors files the safetensors library refuses are refused naming the file"
+# rewrite NAME CASE: $WORK/NAME.hf is gpt2.hf with model.safetensors rewritten byte by byte, broken
+# as CASE says; the safetensors library (the reference) must refuse the result.
+rewrite() {
+  cp -r "$WORK/gpt2.hf" "$WORK/$1.hf"
+  "$PY" - "$WORK/$1.hf/model.safetensors" "$2" <<'PY' || fail "rewriting $1 failed"
+import json
+import struct
+import sys
+
+path, case = sys.argv[1], sys.argv[2]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+names = sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][0])
+text = None
+if case == "overlap":  # the last tensor moved 4 bytes back, into the one before it; the file as long
+    last = header[names[-1]]["data_offsets"]
+    header[names[-1]]["data_offsets"] = [last[0] - 4, last[1] - 4]
+    data = data[:-4]
+elif case == "trailing":
+    data += bytes(16)
+elif case == "duplicate":  # the first tensor's entry repeated under the second one's name, last in the text
+    text = json.dumps(header)[:-1] + ', "%s": %s}' % (names[1], json.dumps(header[names[0]]))
+elif case == "metadata":
+    header["__metadata__"] = {"format": "pt", "step": 7}
+text = text if text is not None else json.dumps(header)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text.encode() + data)
+PY
+  "$PY" -c "import sys; from safetensors.torch import load_file; load_file(sys.argv[1])" \
+    "$WORK/$1.hf/model.safetensors" >/dev/null 2>&1 && fail "the safetensors library read $1: the reference changed"
+  return 0
+}
+rewrite overlap overlap
+refused overlap "overlap.hf/model.safetensors: tensors"
+assert_contains "$WORK/err.txt" "share data bytes"
+rewrite trailing trailing
+refused trailing "trailing.hf/model.safetensors: 16 bytes after the last tensor's data"
+rewrite duplicate duplicate
+refused duplicate "duplicate.hf/model.safetensors: the safetensors header names"
+rewrite metadata metadata
+refused metadata "metadata.hf/model.safetensors: the safetensors __metadata__ entry \"step\" is a JSON number"
+ok "the four files the safetensors library refuses are refused, naming model.safetensors"
 
 step "generate and the export refuse a smaller tokenizer than the checkpoint recorded, naming it"
 import_hf gpt2

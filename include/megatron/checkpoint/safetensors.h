@@ -38,8 +38,10 @@ using TensorFilter = std::function<bool(const std::string& name, std::int64_t nu
 // Reads every tensor, or those `keep` accepts, in file order. The file is read whole by one
 // populated copy-on-write mapping and the tensors are views of it (writable; the mapping lives as
 // long as any of them), so no fresh memory is filled; when no tensor is wanted only the header is
-// read. Throws megatron::Error naming the file when it is truncated, its header is not valid JSON
-// or an offset / shape / dtype does not add up (checked for every entry, read or not). With
+// read. Throws megatron::Error naming the file for whatever the safetensors library refuses: a
+// truncated file, a header that is not a JSON object, an offset / shape / dtype that does not add
+// up (checked for every entry, read or not), tensors sharing bytes or leaving bytes to none (gaps,
+// trailing bytes), a tensor named twice, an `__metadata__` that is not a map of strings. With
 // `digest`: when the file was read, its size and CRC-32 (as digest_file gives, from the same
 // mapping); otherwise `digest` is left at zero.
 SafetensorsFile read_safetensors(const std::string& path, const TensorFilter& keep = {},

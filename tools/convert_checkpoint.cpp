@@ -10,11 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
+#include <iostream>
 #include <string>
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
+#include "megatron/core/log.h"
 #include "megatron/core/torch_errors.h"
 #include "megatron/interop/hf_shard_size.h"
 #include "megatron/interop/huggingface.h"
@@ -29,7 +31,7 @@ int run(int argc, char** argv) {
   app.allow_extras();
   std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, dtype = "float32";
   std::string max_shard = "5GB";
-  std::int64_t iteration = -1;
+  std::int64_t iteration = 0;
   int target_tp = 1, target_pp = 1;
   app.add_option("--model-type", model_type, "Model type (GPT)")->capture_default_str();
   app.add_option("--loader", loader, "Format of --load-dir: megatron or hf")->required();
@@ -49,6 +51,13 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
       ->capture_default_str();
+  // Flags of Megatron's convert.py that locate or tune its Python: accepted, noted as without effect.
+  std::string megatron_path;
+  int max_queue_size = 50;
+  bool no_checking = false;
+  app.add_option("--megatron-path", megatron_path, "Megatron-LM's convert.py: its source folder (not needed here)");
+  app.add_option("--max-queue-size", max_queue_size, "Megatron-LM's convert.py: its loader-saver queue (none here)");
+  app.add_flag("--no-checking", no_checking, "Megatron-LM's convert.py: skip its queue checks (none here)");
   std::vector<std::string> problems;
   if (const auto status = megatron::parse_command_line(app, argc, argv, "convert_checkpoint", problems)) {
     return *status;  // --help
@@ -78,6 +87,12 @@ int run(int argc, char** argv) {
     problems.push_back("--hf-dtype " + dtype + ": expected float32, bfloat16 or float16");
   }
   megatron::throw_if_problems("invalid command line", problems);
+  const megatron::Log log(std::cerr, "convert_checkpoint");
+  for (const char* flag : {"--megatron-path", "--max-queue-size", "--no-checking"}) {
+    if (given(flag)) {
+      log.note(std::string(flag) + " is a flag of Megatron-LM's Python convert.py; this tool has no use for it");
+    }
+  }
   const std::uint64_t shard_bytes = megatron::interop::parse_shard_size(max_shard);
   if (from_hf) {
     if (vocab_file.empty()) vocab_file = load_dir + "/vocab.json";
@@ -96,7 +111,7 @@ int run(int argc, char** argv) {
   }
 
   const megatron::interop::LoadedModel loaded =
-      megatron::interop::load_model(load_dir, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+      megatron::interop::load_model(load_dir, given("--ckpt-iteration") ? std::optional(iteration) : std::nullopt);
   const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
   const auto family = megatron::interop::hf_family_of(loaded.config);
   const megatron::interop::HfExport out =

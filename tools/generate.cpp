@@ -1,16 +1,23 @@
 // generate: text from a checkpoint of any TP x PP layout (loaded into one process), streamed as it
 // is produced. Megatron's sampling: --greedy, or --temperature with --top-k or --top-p, --seed;
 // stops after --max-new-tokens (Megatron's tokens_to_generate) or at the end-of-document token.
-// The prompt comes from --prompt or standard input. Long flags may be abbreviated.
+// The prompt comes from --prompt or standard input. As in Megatron, the prompt and --max-new-tokens
+// must fit the model's learned positions (checked before anything is printed). Long flags may be
+// abbreviated.
 //   build/tools/generate --load checkpoints/gpt --prompt "The quick brown fox" --max-new-tokens 40 --top-k 40
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <iostream>
-#include <iterator>
 #include <string>
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
+#include "megatron/core/log.h"
 #include "megatron/core/torch_errors.h"
 #include "megatron/interop/generation.h"
 #include "megatron/interop/loaded_model.h"
@@ -18,11 +25,33 @@
 
 namespace {
 
+// The prompt from standard input, which must be open and readable: a closed one is not an empty
+// prompt. From a terminal, the user is told how to end it.
+std::string read_prompt(const megatron::Log& log) {
+  MEGATRON_CHECK(::fcntl(STDIN_FILENO, F_GETFD) != -1,
+                 "standard input is closed: give the text to continue with --prompt, or on standard input");
+  if (::isatty(STDIN_FILENO)) log.note("reading the prompt from the terminal; end it with Ctrl-D");
+  std::string prompt;
+  char buffer[1 << 16];
+  for (;;) {  // read(2) itself: a stream would take a read error (a folder as input) for the end
+    const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) megatron::throw_system_error("cannot read the prompt from standard input");
+    if (n == 0) break;
+    prompt.append(buffer, static_cast<std::size_t>(n));
+  }
+  // `echo text | generate` ends the prompt with the newline echo adds: drop that one (as the
+  // shell's $(...) would), so that it continues "text" as --prompt "text" does.
+  if (prompt.ends_with("\r\n")) prompt.resize(prompt.size() - 2);
+  else if (prompt.ends_with('\n')) prompt.pop_back();
+  return prompt;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"Generate text from a megatron-cpp checkpoint", "generate"};
   app.allow_extras();
   std::string load, prompt, vocab_file, merge_file;
-  std::int64_t iteration = -1;
+  std::int64_t iteration = 0;
   bool print_ids = false;
   bool ignore_eod = false;
   megatron::interop::SamplingOptions o;
@@ -37,7 +66,8 @@ int run(int argc, char** argv) {
   app.add_option("--top-k", o.top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
   app.add_option("--top-p", o.top_p, "Sample among the most likely tokens holding probability p (0: off)")
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "Random seed of the sampling")->capture_default_str();
+  std::string seed = std::to_string(o.seed);
+  app.add_option("--seed", seed, "Random seed of the sampling, 0 to 2^64 - 1")->capture_default_str();
   app.add_flag("--ignore-eod", ignore_eod, "Go on past the end-of-document token");
   app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's)");
   app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
@@ -47,27 +77,33 @@ int run(int argc, char** argv) {
     return *status;  // --help
   }
   if (o.max_new_tokens < 1) problems.push_back("--max-new-tokens must be >= 1");
-  if (!(o.temperature > 0.0)) problems.push_back("--temperature must be > 0 (use --greedy for the most likely token)");
+  // Megatron's text generation server's bounds; written so that NaN fails them too.
+  if (!(o.temperature > 0.0 && o.temperature <= 100.0)) {
+    problems.push_back("--temperature must be a positive number up to 100 (use --greedy for the most likely token)");
+  }
   if (o.top_k < 0) problems.push_back("--top-k must be >= 0");
-  if (o.top_p < 0.0 || o.top_p > 1.0) problems.push_back("--top-p must be in [0, 1]");
+  if (!(o.top_p >= 0.0 && o.top_p <= 1.0)) problems.push_back("--top-p must be in [0, 1]");
+  const char* const seed_end = seed.data() + seed.size();
+  if (const auto [end, error] = std::from_chars(seed.data(), seed_end, o.seed); error != std::errc() || end != seed_end) {
+    problems.push_back("--seed " + seed + ": expected a whole number from 0 to 18446744073709551615");
+  }
   if (o.top_k > 0 && o.top_p > 0.0) problems.push_back("--top-k and --top-p cannot both be set (as in Megatron)");
   if (o.greedy && (o.top_k > 0 || o.top_p > 0.0)) problems.push_back("--greedy cannot be combined with --top-k or --top-p");
   megatron::throw_if_problems("invalid command line", problems);
   o.stop_at_eod = !ignore_eod;
-  if (prompt_option->count() == 0) {
-    prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
-    // `echo text | generate` ends the prompt with the newline echo adds: drop that one (as the
-    // shell's $(...) would), so that it continues "text" as --prompt "text" does.
-    if (prompt.ends_with("\r\n")) prompt.resize(prompt.size() - 2);
-    else if (prompt.ends_with('\n')) prompt.pop_back();
-  }
+  const megatron::Log log(std::cerr, "generate");
+  if (prompt_option->count() == 0) prompt = read_prompt(log);
 
   const megatron::interop::LoadedModel loaded =
-      megatron::interop::load_model(load, iteration >= 0 ? std::optional<std::int64_t>(iteration) : std::nullopt);
+      megatron::interop::load_model(load, app.count("--ckpt-iteration") ? std::optional(iteration) : std::nullopt);
   const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
   std::vector<std::int64_t> ids;
   for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
-  if (ids.empty()) ids.push_back(tokenizer->eod());  // start a new document
+  if (ids.empty()) {
+    log.note("the prompt is empty: generating a new document from the end-of-document token");
+    ids.push_back(tokenizer->eod());
+  }
+  megatron::interop::check_fits(loaded.config, static_cast<std::int64_t>(ids.size()), o.max_new_tokens);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
   const auto eod = tokenizer->eod();

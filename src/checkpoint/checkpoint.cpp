@@ -338,6 +338,18 @@ std::vector<std::int64_t> saved_iterations(const std::string& root) {
   return iterations;
 }
 
+std::string describe_iterations(const std::vector<std::int64_t>& iterations) {
+  std::string text;
+  for (std::size_t i = 0; i < iterations.size(); ++i) {
+    if (i == 6 && iterations.size() > 8) {
+      text += str_cat(", ... (", iterations.size() - 7, " more)");
+      i = iterations.size() - 1;
+    }
+    text += str_cat(i ? ", " : "", iterations[i]);
+  }
+  return text;
+}
+
 std::optional<std::int64_t> read_tracker(const std::string& root) {
   const std::string path = (fs::path(root) / kTrackerFile).string();
   if (!fs::exists(path)) return std::nullopt;
@@ -379,15 +391,15 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
   layout.tp = max_tp + 1;
   layout.pp = max_pp + 1;
   const std::string meta_path = (fs::path(folder) / first / kMetaFile).string();
-  if (fs::exists(meta_path)) {
-    try {
-      const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
-      layout.dp = meta.value("data_parallel_size", 1);
-      layout.distributed_optimizer = meta.value("distributed_optimizer", false);
-      if (meta.contains("config")) layout.config = meta.at("config");
-    } catch (const nlohmann::json::exception& e) {
-      MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
-    }
+  MEGATRON_CHECK(fs::exists(meta_path), "checkpoint ", (fs::path(folder) / first).string(), " has no ", kMetaFile,
+                 ": it is partial or not a megatron-cpp checkpoint");
+  try {
+    const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
+    layout.dp = meta.value("data_parallel_size", 1);
+    layout.distributed_optimizer = meta.value("distributed_optimizer", false);
+    if (meta.contains("config")) layout.config = meta.at("config");
+  } catch (const nlohmann::json::exception& e) {
+    MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
   }
   return layout;
 }

@@ -52,21 +52,28 @@ std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, co
   return at::multinomial(at::softmax(l, 0), 1, false, gen).item<std::int64_t>();
 }
 
+void check_fits(const model::ModelConfig& config, std::int64_t prompt_tokens, std::int64_t max_new_tokens) {
+  MEGATRON_CHECK(prompt_tokens > 0, "the prompt is empty: give some text (or the EOD token) to start from");
+  if (config.position_embedding != model::PositionEmbedding::kLearnedAbsolute) return;
+  const std::int64_t positions = config.max_position_embeddings;
+  MEGATRON_CHECK(prompt_tokens < positions, "the prompt has ", prompt_tokens, " tokens; the model has ", positions,
+                 " positions (learned position embeddings), which must hold the prompt and at least one new token");
+  MEGATRON_CHECK(prompt_tokens + max_new_tokens <= positions, "the prompt (", prompt_tokens,
+                 " tokens) and --max-new-tokens ", max_new_tokens, " need ", prompt_tokens + max_new_tokens,
+                 " positions; the model has ", positions, " (learned position embeddings): give --max-new-tokens ",
+                 positions - prompt_tokens, " or less, or a shorter prompt");
+}
+
 std::vector<std::int64_t> generate(const model::GptModel& model, const std::vector<std::int64_t>& prompt,
                                    std::int64_t vocab_limit, std::int64_t eod, const SamplingOptions& options,
                                    const std::function<void(std::int64_t)>& on_token) {
-  MEGATRON_CHECK(!prompt.empty(), "the prompt is empty: give some text (or the EOD token) to start from");
-  const model::ModelConfig& c = model.config();
-  const bool learned = c.position_embedding == model::PositionEmbedding::kLearnedAbsolute;
-  MEGATRON_CHECK(!learned || static_cast<std::int64_t>(prompt.size()) <= c.max_position_embeddings, "the prompt has ",
-                 prompt.size(), " tokens; the model has ", c.max_position_embeddings, " positions");
+  check_fits(model.config(), static_cast<std::int64_t>(prompt.size()), options.max_new_tokens);
   at::NoGradGuard no_grad;
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   model::GptModel::KvCache cache;
   at::Tensor step = at::tensor(prompt, at::kLong).unsqueeze(0);
   std::vector<std::int64_t> out;
   while (static_cast<std::int64_t>(out.size()) < options.max_new_tokens) {
-    if (learned && cache.length() + step.size(1) > c.max_position_embeddings) break;
     const at::Tensor logits = model.forward_cached(step, cache);  // [1, s, V]
     check_finite(logits[0][-1], vocab_limit, static_cast<std::int64_t>(out.size()) + 1);
     const std::int64_t next = sample_token(logits[0][-1], vocab_limit, options, gen);
@@ -77,6 +84,5 @@ std::vector<std::int64_t> generate(const model::GptModel& model, const std::vect
   }
   return out;
 }
-
 
 }  // namespace megatron::interop

@@ -16,7 +16,16 @@ namespace megatron::interop {
 LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration) {
   LoadedModel out;
   out.root = root;
-  const auto tracker = checkpoint::read_tracker(root);
+  if (iteration) {
+    MEGATRON_CHECK(*iteration >= 0, "--ckpt-iteration ", *iteration, ": expected an iteration number >= 0");
+    const auto saved = checkpoint::saved_iterations(root);
+    MEGATRON_CHECK(std::filesystem::is_directory(checkpoint::iteration_folder(root, *iteration)), "--ckpt-iteration ",
+                   *iteration, ": ", root, " has no checkpoint of iteration ", *iteration,
+                   saved.empty() ? std::string(" (it holds none)")
+                                 : " (it holds iteration" + std::string(saved.size() == 1 ? " " : "s ") +
+                                       checkpoint::describe_iterations(saved) + ")");
+  }
+  const auto tracker = iteration ? std::nullopt : checkpoint::read_tracker(root);
   MEGATRON_CHECK(iteration || tracker, root, ": no checkpoint (no ", checkpoint::kTrackerFile, ")");
   out.iteration = iteration ? *iteration : *tracker;
   const checkpoint::SavedLayout saved = checkpoint::read_layout(root, out.iteration);

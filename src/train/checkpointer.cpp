@@ -148,14 +148,7 @@ void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64
   const auto iterations = checkpoint::saved_iterations(root);
   const auto tracker = checkpoint::read_tracker(root);
   if (resumes_it || (iterations.empty() && !tracker)) return;
-  std::string which;
-  for (std::size_t i = 0; i < iterations.size(); ++i) {
-    if (i == 6 && iterations.size() > 8) {
-      which += str_cat(", ... (", iterations.size() - 7, " more)");
-      i = iterations.size() - 1;
-    }
-    which += str_cat(i ? ", " : "", iterations[i]);
-  }
+  const std::string which = checkpoint::describe_iterations(iterations);
   const std::string held = str_cat("--save ", root, " already holds checkpoints of another run (iteration",
                                    iterations.size() == 1 ? " " : "s ", which.empty() ? "none" : which,
                                    tracker ? str_cat("; the tracker names ", *tracker) : std::string(), ")");

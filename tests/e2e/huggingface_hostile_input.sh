@@ -12,7 +12,11 @@
 #     tensor named twice, a malformed __metadata__): refused naming the file;
 #   - generate and the export refuse a tokenizer smaller than the one the checkpoint recorded,
 #     naming that one;
-#   - NaN weights stop generate naming the NaN logits, not a sampling crash.
+#   - NaN weights stop generate naming the NaN logits, not a sampling crash;
+#   - convert_checkpoint names a bad or missing --ckpt-iteration and a deleted meta.json, and notes
+#     Megatron's convert.py flags it has no use for; generate refuses sampling flags out of range
+#     (NaN, inf, seeds outside 64 bits), a closed or unreadable standard input, and a prompt that
+#     with --max-new-tokens needs more positions than the model has, before printing anything.
 # PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
 # shellcheck source=lib.sh
@@ -189,3 +193,58 @@ for mode in --greedy --top-k=40; do
     "$GENERATE" --load "$WORK/nan.ckpt" --prompt "Hello" --max-new-tokens 4 "$mode"
   one_error generate
 done
+
+step "convert_checkpoint: --ckpt-iteration, a deleted meta.json, Megatron's convert.py flags"
+export_flags=(--model-type GPT --loader megatron --saver hf --load-dir "$WORK/gpt2.ckpt")
+assert_fails_with "--ckpt-iteration -3: expected an iteration number >= 0" \
+  "$CONVERT" "${export_flags[@]}" --save-dir "$WORK/it.hf" --ckpt-iteration -3
+one_error convert_checkpoint
+assert_fails_with "--ckpt-iteration 7: $WORK/gpt2.ckpt has no checkpoint of iteration 7 (it holds iteration 0)" \
+  "$CONVERT" "${export_flags[@]}" --save-dir "$WORK/it.hf" --ckpt-iteration 7
+grep -q tracker "$WORK/err.txt" && fail "a missing --ckpt-iteration was blamed on the tracker"
+[[ -e $WORK/it.hf ]] && fail "a refused export wrote it.hf"
+cp -r "$WORK/gpt2.ckpt" "$WORK/nometa.ckpt"
+rm "$WORK/nometa.ckpt/iter_0000000/mp_rank_00/meta.json"
+for tool in convert generate; do
+  if [[ $tool == convert ]]; then
+    assert_fails_with "checkpoint $WORK/nometa.ckpt/iter_0000000/mp_rank_00 has no meta.json: it is partial" \
+      "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/nometa.ckpt" --save-dir "$WORK/nm.hf"
+  else
+    assert_fails_with "checkpoint $WORK/nometa.ckpt/iter_0000000/mp_rank_00 has no meta.json: it is partial" \
+      "$GENERATE" --load "$WORK/nometa.ckpt" --prompt "Hello" --max-new-tokens 2
+  fi
+done
+assert_succeeds "$CONVERT" "${export_flags[@]}" --save-dir "$WORK/mp.hf" --megatron-path /opt/Megatron-LM \
+  --max-queue-size 8 --no-checking --ckpt-iteration 0
+assert_contains "$WORK/err.txt" \
+  "convert_checkpoint: note: --megatron-path is a flag of Megatron-LM's Python convert.py; this tool has no use for it"
+assert_contains "$WORK/err.txt" "note: --no-checking is a flag"
+ok "Megatron's --megatron-path, --max-queue-size and --no-checking are noted, the export runs"
+
+step "generate: sampling flags out of range, a closed standard input, prompts longer than the positions"
+gen() { "$GENERATE" --load "$WORK/gpt2.ckpt" "$@"; }
+closed_stdin() { "$@" <&-; }
+assert_fails_with "--top-p must be in [0, 1]" gen --prompt Hi --top-p nan
+assert_fails_with "--temperature must be a positive number up to 100" gen --prompt Hi --temperature inf
+assert_fails_with "--temperature must be a positive number up to 100" gen --prompt Hi --temperature nan
+for seed in -1 18446744073709551616 12x; do
+  assert_fails_with "--seed $seed: expected a whole number from 0 to 18446744073709551615" gen --prompt Hi --seed "$seed"
+  one_error generate
+done
+assert_succeeds gen --prompt Hi --max-new-tokens 2 --top-k 5 --seed 18446744073709551615
+assert_fails_with "standard input is closed" closed_stdin gen --max-new-tokens 2
+one_error generate
+assert_empty "$WORK/out.txt" "stdout of generate with standard input closed"
+assert_fails_with "cannot read the prompt from standard input: Is a directory" gen --max-new-tokens 2 <"$WORK"
+assert_succeeds gen --max-new-tokens 2 </dev/null
+assert_contains "$WORK/err.txt" "note: the prompt is empty: generating a new document from the end-of-document token"
+# The model has 64 learned positions; " Hello" is one token.
+long=$(printf ' Hello%.0s' {1..64})
+assert_fails_with "the prompt has 64 tokens; the model has 64 positions" gen --prompt "$long" --max-new-tokens 1
+assert_empty "$WORK/out.txt" "stdout of generate refusing a too-long prompt (the prompt is not echoed)"
+assert_fails_with "the prompt (60 tokens) and --max-new-tokens 5 need 65 positions; the model has 64" \
+  gen --prompt "${long:0:360}" --max-new-tokens 5
+assert_empty "$WORK/out.txt" "stdout of generate refusing prompt + tokens beyond the positions"
+assert_succeeds gen --prompt "${long:0:360}" --max-new-tokens 4 --ignore-eod --greedy --print-token-ids
+assert_eq 4 "$(grep '^generated token ids:' "$WORK/err.txt" | wc -w | awk '{print $1 - 3}')" \
+  "tokens generated into the last 4 positions"

@@ -101,13 +101,16 @@ std::vector<std::string> remove_stale_temporaries(const std::string& root, bool 
 // ascending; empty when <root> does not exist.
 std::vector<std::int64_t> saved_iterations(const std::string& root);
 
+// `iterations` for a message: "10, 20, 30", the middle elided past eight ("1, 2, ..., (5 more), 12").
+std::string describe_iterations(const std::vector<std::int64_t>& iterations);
+
 // The iteration in <root>/latest_checkpointed_iteration.txt; nullopt when the file does not exist
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);
 
 // The parallel layout a checkpoint was saved with: TP and PP from its mp_rank_TT[_PPP] folders,
-// DP and the optimizer kind from the first shard's meta.json. Throws when the folder has no
-// shard folders.
+// DP and the optimizer kind from the first shard's meta.json. Throws, naming the folder, when it
+// does not exist (blaming the tracker), has no shard folders, or its first shard has no meta.json.
 struct SavedLayout {
   int tp = 1;
   int pp = 1;

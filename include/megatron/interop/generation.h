@@ -27,10 +27,14 @@ struct SamplingOptions {
 // The next token from fp32 logits [V] (ids >= vocab_limit, the padding, are never chosen).
 std::int64_t sample_token(const at::Tensor& logits, std::int64_t vocab_limit, const SamplingOptions& options,
                           at::Generator& gen);
-// Continues `prompt`; `on_token` sees each new id as soon as it is chosen. Stops after
-// max_new_tokens, at the EOD (included in the result) unless !stop_at_eod, or at the model's last
-// position (learned position embeddings). Returns the new ids. Logits with a NaN or +inf (or
-// all -inf) are refused naming the step: they come from weights that are not finite.
+// Refuses an empty prompt and, for learned position embeddings, a prompt that with max_new_tokens
+// needs more positions than the model has (Megatron's "prompt + tokens to generate" limit): the
+// caller checks before it shows anything.
+void check_fits(const model::ModelConfig& config, std::int64_t prompt_tokens, std::int64_t max_new_tokens);
+// Continues `prompt` (check_fits first); `on_token` sees each new id as soon as it is chosen.
+// Stops after max_new_tokens or at the EOD (included in the result) unless !stop_at_eod. Returns
+// the new ids. Logits with a NaN or +inf (or all -inf) are refused naming the step: they come from
+// weights that are not finite.
 std::vector<std::int64_t> generate(const model::GptModel& model, const std::vector<std::int64_t>& prompt,
                                    std::int64_t vocab_limit, std::int64_t eod, const SamplingOptions& options,
                                    const std::function<void(std::int64_t)>& on_token = {});

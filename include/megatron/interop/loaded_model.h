@@ -30,8 +30,9 @@ struct LoadedModel {
   std::unique_ptr<model::GptModel> model;  // single process, CPU, fp32, eval mode by the caller
 };
 
-// Loads <root>'s latest checkpoint (or `iteration`). Throws megatron::Error naming the folder
-// when there is no checkpoint or it lacks its configuration.
+// Loads <root>'s latest checkpoint, or `iteration` (a tool's --ckpt-iteration, which the errors
+// name). Throws megatron::Error naming the folder when there is no checkpoint (or none of that
+// iteration, listing those there are), it is partial, or it lacks its configuration.
 LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
 
 // The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved

@@ -234,19 +234,25 @@ TEST(Generation, GreedyWithTheCacheMatchesFullSequenceArgmax) {
   EXPECT_EQ(got, want);
 }
 
-TEST(Generation, StopsAfterTheEodAndAtTheLastPosition) {
+// Megatron refuses a prompt plus tokens to generate longer than the model's positions, before
+// generating anything; within them, generation runs to max_new_tokens or the EOD.
+TEST(Generation, StopsAfterTheEodAndRefusesMoreTokensThanPositions) {
   const model::ModelConfig config = testing::tiny_config();  // 20 learned positions
   at::Generator init = generator(5);
   const model::GptModel model(config, parallel::single_process_context(), init);
   SamplingOptions o;
   o.greedy = true;
-  o.max_new_tokens = 100;
+  o.max_new_tokens = 18;
   o.stop_at_eod = false;
   const std::vector<std::int64_t> prompt = {1, 2, 3};
+  testing::expect_contains(testing::error_of([&] { generate(model, prompt, 96, 0, o); }),
+                           {"the prompt (3 tokens) and --max-new-tokens 18 need 21 positions; the model has 20",
+                            "give --max-new-tokens 17 or less"});
+  testing::expect_contains(testing::error_of([&] { generate(model, std::vector<std::int64_t>(20, 1), 96, 0, o); }),
+                           {"the prompt has 20 tokens; the model has 20 positions"});
+  o.max_new_tokens = 17;  // the prompt's 3 positions and 17 new tokens fill the 20
   const std::vector<std::int64_t> all = generate(model, prompt, 96, 0, o);
-  // The prompt's 3 positions and 17 new tokens fill the 20 positions; the last one is chosen from
-  // position 19's logits and needs no position of its own.
-  EXPECT_EQ(all.size(), 18u);
+  EXPECT_EQ(all.size(), 17u);
   // With stop_at_eod, calling the 4th generated token the EOD ends the output right after it.
   o.stop_at_eod = true;
   const std::vector<std::int64_t> stopped = generate(model, prompt, 96, all[3], o);
@@ -261,6 +267,7 @@ TEST(Generation, NamesNonFiniteLogitsInsteadOfSampling) {
   const model::GptModel model(config, parallel::single_process_context(), init);
   SamplingOptions sampled, greedy;
   greedy.greedy = true;
+  sampled.max_new_tokens = greedy.max_new_tokens = 8;  // within the 20 positions
   at::Tensor norm;
   for (const auto& [name, t] : model.named_parameters()) {
     if (name == "decoder.final_layernorm.weight") norm = t;

@@ -1,7 +1,5 @@
 // A HuggingFace GPT-2 or Llama folder as a model-only checkpoint in a chosen layout (see
 // huggingface.h).
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <filesystem>
 #include <map>
 
@@ -163,8 +161,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   auto comm = parallel::make_single_process_communicator();
   const parallel::ParallelState state(parallel::ParallelConfig{}, 0);
   const parallel::ParallelContext pc = parallel::ParallelContext::create(state, *comm);
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(0);
-  const model::GptModel model(config, pc, init);
+  const model::GptModel model(config, pc, parallel::ParameterInit::loaded_later());
   checkpoint::load_parameters(model.named_parameters(), full, hf_dir);
 
   // Each TP x PP rank's shard under the names its stage gives it.

@@ -1,8 +1,6 @@
 // A checkpoint's model in one process (see loaded_model.h).
 #include "megatron/interop/loaded_model.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <filesystem>
 #include <type_traits>
 
@@ -41,8 +39,8 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   out.comm = parallel::make_single_process_communicator();
   out.state = std::make_unique<parallel::ParallelState>(parallel::ParallelConfig{}, 0);
   out.pc = std::make_unique<parallel::ParallelContext>(parallel::ParallelContext::create(*out.state, *out.comm));
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(0);  // every value is overwritten below
-  out.model = std::make_unique<model::GptModel>(out.config, *out.pc, init);
+  // Every value is loaded below.
+  out.model = std::make_unique<model::GptModel>(out.config, *out.pc, parallel::ParameterInit::loaded_later());
   const bool tied = !out.config.untie_embeddings_and_output_weights;
   const parallel::PipelineLayout one{out.config.num_layers, 1, 1, std::nullopt, std::nullopt};
   const checkpoint::CheckpointState state =

@@ -19,6 +19,10 @@
 namespace megatron::model {
 namespace {
 
+// The projections' names, for the initialisation streams and collect().
+constexpr const char* kQkv = "linear_qkv.";
+constexpr const char* kProj = "linear_proj.";
+
 // Megatron's RNG tracker fork: the device's default generator (which LibTorch's fused attention
 // draws its dropout from) runs on `gen`'s stream for this scope, and `gen` advances by what was drawn.
 class DefaultGeneratorFork {
@@ -56,14 +60,14 @@ bool uses_sdpa(AttentionBackend backend, const at::Device& device) {
   return false;
 }
 
-SelfAttention::SelfAttention(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
-                             const parallel::LinearOptions& options)
+SelfAttention::SelfAttention(const ModelConfig& c, const parallel::ParameterInit& init,
+                             const parallel::ParallelContext& pc, const parallel::LinearOptions& options)
     : config_(c),
       local_heads_(c.num_attention_heads / parallel::tp_size(pc)),
       local_groups_(c.num_query_groups / parallel::tp_size(pc)),
-      linear_qkv_(c.hidden_size, c.qkv_size(), c.init_method_std, gen, pc, options),
+      linear_qkv_(c.hidden_size, c.qkv_size(), c.init_method_std, init.scope(kQkv), pc, options),
       linear_proj_(c.num_attention_heads * c.kv_channels, c.hidden_size,
-                   c.init_method_std / std::sqrt(2.0 * c.num_layers), gen, pc, options) {
+                   c.init_method_std / std::sqrt(2.0 * c.num_layers), init.scope(kProj), pc, options) {
   MEGATRON_CHECK(c.num_query_groups % parallel::tp_size(pc) == 0 && c.num_attention_heads % parallel::tp_size(pc) == 0,
                  "--num-attention-heads (", c.num_attention_heads, ") and --num-query-groups (", c.num_query_groups,
                  ") must be divisible by --tensor-model-parallel-size (", parallel::tp_size(pc), ")");
@@ -191,8 +195,8 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
 // Megatron-Core registers linear_proj (Attention.__init__) before linear_qkv (SelfAttention), so
 // its parameter order, and with it the data-parallel bucket layout, lists the projection first.
 void SelfAttention::collect(const std::string& prefix, ParameterList& out) const {
-  linear_proj_.collect(prefix + "linear_proj.", out);
-  linear_qkv_.collect(prefix + "linear_qkv.", out);
+  linear_proj_.collect(prefix + kProj, out);
+  linear_qkv_.collect(prefix + kQkv, out);
 }
 
 }  // namespace megatron::model

@@ -31,6 +31,9 @@ std::vector<std::string> layout_problems(const ModelConfig& c, const parallel::P
   return problems;
 }
 
+constexpr const char* kWordEmbeddings = "embedding.word_embeddings.";
+constexpr const char* kPositionEmbeddings = "embedding.position_embeddings.weight";
+
 // The device and dtype of `options`, defaults filled in (CPU, fp32).
 at::TensorOptions parameter_options(const at::TensorOptions& options) {
   return at::TensorOptions().dtype(options.dtype()).device(options.device());
@@ -47,11 +50,11 @@ StageSpec default_stage(const ModelConfig& config, const parallel::ParallelConte
 
 }  // namespace
 
-GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& gen,
+GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, const parallel::ParameterInit& init,
                    const at::TensorOptions& options)
-    : GptModel(config, pc, gen, default_stage(config, pc), options) {}
+    : GptModel(config, pc, init, default_stage(config, pc), options) {}
 
-GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& gen,
+GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, const parallel::ParameterInit& init,
                    const StageSpec& stage, const at::TensorOptions& options)
     : config_(config),
       pc_(&pc),
@@ -60,53 +63,42 @@ GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& p
       post_process_(stage.post_process) {
   const auto problems = layout_problems(config, pc);
   throw_if_problems("invalid model configuration", problems, ProblemHeading::kList);
-  const auto opts = parameter_options(options);
-  // Draws in the single-process order; a later pipeline stage draws (and drops) the earlier
-  // stages' parameters first, so its own start from the single-process values too.
-  const bool learned_positions = config.position_embedding == PositionEmbedding::kLearnedAbsolute;
-  const parallel::TensorParallelLayout replicated{};
-  // Tied embeddings split over stages: the last chunk keeps its own copy of the embedding.
-  const bool tied = !config.untie_embeddings_and_output_weights;
-  const bool shared = tied && pre_process_ != post_process_;
-  const at::Tensor word_embedding =
-      parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen);
-  const parallel::TensorParallelLayout vocab_rows{0, 1, false, shared};
-  if (pre_process_) {
-    word_embeddings_ = std::make_unique<parallel::VocabParallelEmbedding>(
-        word_embedding, pc, /*reduce_scatter_embeddings=*/sequence_parallel_ && !learned_positions, opts);
-    word_embeddings_->collect("embedding.word_embeddings.", parameters_, shared);
-  }
-  if (learned_positions) {
-    at::Tensor full = parallel::draw_normal({config.max_position_embeddings, config.hidden_size},
-                                            config.init_method_std, gen);
-    if (pre_process_) {
-      position_embeddings_ = parallel::make_parameter(full, replicated, pc, opts);
-      parameters_.add("embedding.position_embeddings.weight", position_embeddings_);
-    }
-  }
   MEGATRON_CHECK(stage.first_layer >= 0 && stage.num_layers >= 0 && stage.first_layer + stage.num_layers <= config.num_layers,
                  "internal error: layers [", stage.first_layer, ", ", stage.first_layer + stage.num_layers,
                  ") of a ", config.num_layers, "-layer model");
-  // Earlier chunks' layers are drawn and dropped, so that this chunk's draws match the single process.
-  for (int i = 0; i < stage.first_layer; ++i) TransformerLayer(config, gen, pc, sequence_parallel_, opts);
+  const auto opts = parameter_options(options);
+  const double std = config.init_method_std;
+  const std::int64_t vocab = config.padded_vocab_size, h = config.hidden_size;
+  // Tied embeddings split over stages: the last chunk keeps its own copy of the embedding, drawn
+  // from the embedding's stream.
+  const bool tied = !config.untie_embeddings_and_output_weights;
+  const bool shared = tied && pre_process_ != post_process_;
+  const parallel::TensorParallelLayout vocab_rows{0, 1, false, shared};
+  if (pre_process_) {
+    const bool learned_positions = config.position_embedding == PositionEmbedding::kLearnedAbsolute;
+    word_embeddings_ = std::make_unique<parallel::VocabParallelEmbedding>(
+        vocab, config.hidden_size, std, init.scope(kWordEmbeddings), pc,
+        /*reduce_scatter_embeddings=*/sequence_parallel_ && !learned_positions, opts);
+    word_embeddings_->collect(kWordEmbeddings, parameters_, shared);
+    if (learned_positions) {
+      position_embeddings_ = init.normal(kPositionEmbeddings, {config.max_position_embeddings, h}, std,
+                                         parallel::TensorParallelLayout{}, pc, opts);
+      parameters_.add(kPositionEmbeddings, position_embeddings_);
+    }
+  }
+  // Layers under their global numbers: the streams do not depend on the split.
   layers_.reserve(static_cast<std::size_t>(stage.num_layers));
   for (int i = 0; i < stage.num_layers; ++i) {
-    layers_.emplace_back(config, gen, pc, sequence_parallel_, opts);
+    const std::string global = "decoder.layers." + std::to_string(stage.first_layer + i) + ".";
+    layers_.emplace_back(config, init.scope(global), pc, sequence_parallel_, opts);
     layers_.back().collect("decoder.layers." + std::to_string(i) + ".", parameters_);
   }
   if (post_process_) {
-    for (int i = stage.first_layer + stage.num_layers; i < config.num_layers; ++i) {
-      TransformerLayer(config, gen, pc, sequence_parallel_, opts);
-    }
     final_layernorm_ = std::make_unique<Norm>(config, sequence_parallel_, opts);
     final_layernorm_->collect("decoder.final_layernorm.", parameters_);
-    if (!tied) {
-      output_weight_ = parallel::make_parameter(
-          parallel::draw_normal({config.padded_vocab_size, config.hidden_size}, config.init_method_std, gen),
-          vocab_rows, pc, opts);
-      parameters_.add("output_layer.weight", output_weight_, vocab_rows);
-    } else if (!pre_process_) {
-      output_weight_ = parallel::make_parameter(word_embedding, vocab_rows, pc, opts);
+    if (!tied || !pre_process_) {
+      const parallel::ParameterInit output = tied ? init.scope(kWordEmbeddings) : init.scope("output_layer.");
+      output_weight_ = output.normal("weight", {vocab, h}, std, vocab_rows, pc, opts);
       parameters_.add("output_layer.weight", output_weight_, vocab_rows);
     } else {
       output_weight_ = word_embeddings_->weight();

@@ -43,6 +43,14 @@ void Norm::collect(const std::string& prefix, ParameterList& out) const {
 
 namespace {
 
+// The submodules' names, for the initialisation streams and collect().
+constexpr const char* kFc1 = "linear_fc1.";
+constexpr const char* kFc2 = "linear_fc2.";
+constexpr const char* kInputNorm = "input_layernorm.";
+constexpr const char* kAttention = "self_attention.";
+constexpr const char* kMlpNorm = "pre_mlp_layernorm.";
+constexpr const char* kMlp = "mlp.";
+
 // Megatron's scaled_init_method_normal: the output layers of each sublayer use std / sqrt(2L).
 double scaled_std(const ModelConfig& c) { return c.init_method_std / std::sqrt(2.0 * c.num_layers); }
 
@@ -65,13 +73,13 @@ parallel::LinearOptions layer_linear_options(const ModelConfig& c, bool sequence
 
 }  // namespace
 
-Mlp::Mlp(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
+Mlp::Mlp(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
          const parallel::LinearOptions& options)
     : swiglu_(c.swiglu),
       fused_(c.bias_activation_fusion),
-      linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.init_method_std, gen, pc,
-                  fc1_options(c, options)),
-      linear_fc2_(c.ffn_hidden_size, c.hidden_size, scaled_std(c), gen, pc, options) {}
+      linear_fc1_(c.hidden_size, c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.init_method_std,
+                  init.scope(kFc1), pc, fc1_options(c, options)),
+      linear_fc2_(c.ffn_hidden_size, c.hidden_size, scaled_std(c), init.scope(kFc2), pc, options) {}
 
 std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
   at::Tensor h = linear_fc1_.forward(x);  // without its bias
@@ -92,18 +100,19 @@ std::pair<at::Tensor, at::Tensor> Mlp::forward(const at::Tensor& x) const {
 }
 
 void Mlp::collect(const std::string& prefix, ParameterList& out) const {
-  linear_fc1_.collect(prefix + "linear_fc1.", out);
-  linear_fc2_.collect(prefix + "linear_fc2.", out);
+  linear_fc1_.collect(prefix + kFc1, out);
+  linear_fc2_.collect(prefix + kFc2, out);
 }
 
-TransformerLayer::TransformerLayer(const ModelConfig& c, at::Generator& gen, const parallel::ParallelContext& pc,
-                                   bool sequence_parallel, const at::TensorOptions& options)
+TransformerLayer::TransformerLayer(const ModelConfig& c, const parallel::ParameterInit& init,
+                                   const parallel::ParallelContext& pc, bool sequence_parallel,
+                                   const at::TensorOptions& options)
     : hidden_dropout_(c.hidden_dropout),
       sequence_parallel_(sequence_parallel),
       input_layernorm_(c, sequence_parallel, options),
-      self_attention_(c, gen, pc, layer_linear_options(c, sequence_parallel, options)),
+      self_attention_(c, init.scope(kAttention), pc, layer_linear_options(c, sequence_parallel, options)),
       pre_mlp_layernorm_(c, sequence_parallel, options),
-      mlp_(c, gen, pc, layer_linear_options(c, sequence_parallel, options)) {}
+      mlp_(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options)) {}
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const {
   auto bias_dropout = [&](const at::Tensor& out, const at::Tensor& bias) {
@@ -124,10 +133,10 @@ at::Tensor TransformerLayer::forward_cached(const at::Tensor& x, at::Tensor& key
 }
 
 void TransformerLayer::collect(const std::string& prefix, ParameterList& out) const {
-  input_layernorm_.collect(prefix + "input_layernorm.", out);
-  self_attention_.collect(prefix + "self_attention.", out);
-  pre_mlp_layernorm_.collect(prefix + "pre_mlp_layernorm.", out);
-  mlp_.collect(prefix + "mlp.", out);
+  input_layernorm_.collect(prefix + kInputNorm, out);
+  self_attention_.collect(prefix + kAttention, out);
+  pre_mlp_layernorm_.collect(prefix + kMlpNorm, out);
+  mlp_.collect(prefix + kMlp, out);
 }
 
 }  // namespace megatron::model

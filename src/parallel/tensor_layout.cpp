@@ -10,14 +10,21 @@ namespace megatron::parallel {
 namespace {
 
 // The size of one of the tp * stride pieces along the partition dim; checks the layout.
-std::int64_t piece_size(const at::Tensor& full, const TensorParallelLayout& layout, int tp_size) {
+std::int64_t piece_size(at::IntArrayRef full_shape, const TensorParallelLayout& layout, int tp_size) {
   const int dim = layout.partition_dim;
-  MEGATRON_CHECK(dim < full.dim(), "internal error: partition dim ", dim, " of a ", full.dim(), "-d tensor");
+  MEGATRON_CHECK(dim < static_cast<int>(full_shape.size()), "internal error: partition dim ", dim, " of a ",
+                 full_shape.size(), "-d tensor");
   MEGATRON_CHECK(layout.partition_stride >= 1, "internal error: partition stride ", layout.partition_stride);
   const std::int64_t pieces = std::int64_t{tp_size} * layout.partition_stride;
-  MEGATRON_CHECK(full.size(dim) % pieces == 0, "a tensor of size ", full.size(dim), " along dim ", dim,
+  MEGATRON_CHECK(full_shape[dim] % pieces == 0, "a tensor of size ", full_shape[dim], " along dim ", dim,
                  " cannot be split into ", tp_size, " tensor-parallel shards of stride ", layout.partition_stride);
-  return full.size(dim) / pieces;
+  return full_shape[dim] / pieces;
+}
+
+std::int64_t product(at::IntArrayRef sizes) {
+  std::int64_t n = 1;
+  for (const std::int64_t s : sizes) n *= s;
+  return n;
 }
 
 }  // namespace
@@ -27,12 +34,43 @@ at::Tensor shard_of_full(const at::Tensor& full, const TensorParallelLayout& lay
                  " of ", tp_size);
   if (!layout.sharded() || tp_size == 1) return full.clone(at::MemoryFormat::Contiguous);
   const int dim = layout.partition_dim;
-  const std::int64_t piece = piece_size(full, layout, tp_size);
+  const std::int64_t piece = piece_size(full.sizes(), layout, tp_size);
   std::vector<at::Tensor> mine;
   for (int k = 0; k < layout.partition_stride; ++k) {
     mine.push_back(full.narrow(dim, (std::int64_t{k} * tp_size + tp_rank) * piece, piece));
   }
   return at::cat(mine, dim).contiguous();
+}
+
+std::vector<std::int64_t> shard_shape(at::IntArrayRef full_shape, const TensorParallelLayout& layout, int tp_size) {
+  std::vector<std::int64_t> shape = full_shape.vec();
+  if (layout.sharded() && tp_size > 1) {
+    shape[layout.partition_dim] = piece_size(full_shape, layout, tp_size) * layout.partition_stride;
+  }
+  return shape;
+}
+
+// Along the partition dim d, with `outer` elements before it and `inner` after: for each outer
+// index and each of the rank's `stride` pieces, one run of piece x inner consecutive elements.
+kernels::ShardRuns shard_runs(at::IntArrayRef full_shape, const TensorParallelLayout& layout, int tp_rank,
+                              int tp_size) {
+  MEGATRON_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "internal error: TP rank ", tp_rank,
+                 " of ", tp_size);
+  kernels::ShardRuns runs;
+  if (!layout.sharded() || tp_size == 1) {
+    runs.run_length = product(full_shape);
+    return runs;
+  }
+  const int dim = layout.partition_dim;
+  const std::int64_t piece = piece_size(full_shape, layout, tp_size);
+  const std::int64_t inner = product(full_shape.slice(dim + 1));
+  runs.runs = product(full_shape.slice(0, dim)) * layout.partition_stride;
+  runs.run_length = piece * inner;
+  runs.runs_per_block = layout.partition_stride;
+  runs.block_stride = full_shape[dim] * inner;
+  runs.run_stride = std::int64_t{tp_size} * piece * inner;
+  runs.base = std::int64_t{tp_rank} * piece * inner;
+  return runs;
 }
 
 at::Tensor full_from_shards(const std::vector<at::Tensor>& shards, const TensorParallelLayout& layout) {

@@ -30,27 +30,6 @@ int tp_size(const ParallelContext& pc) {
   return pc.tp->size();
 }
 
-void init_normal(at::Tensor& t, double std, at::Generator& gen) {
-  at::NoGradGuard no_grad;
-  if (std == 0.0) {
-    t.zero_();
-  } else {
-    t.normal_(0.0, std, gen);
-  }
-}
-
-at::Tensor draw_normal(at::IntArrayRef shape, double std, at::Generator& gen) {
-  at::Tensor t = at::empty(shape, at::kFloat);
-  init_normal(t, std, gen);
-  return t;
-}
-
-at::Tensor make_parameter(const at::Tensor& full, const TensorParallelLayout& layout, const ParallelContext& pc,
-                          const at::TensorOptions& options) {
-  at::Tensor shard = shard_of_full(full, layout, tp_rank(pc), tp_size(pc)).to(options);
-  return shard.set_requires_grad(true);
-}
-
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const ParallelContext& pc, bool sequence_parallel, bool gather_output) {
   const at::Tensor input =
@@ -59,13 +38,14 @@ at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight,
   return gather_output ? gather_from_tensor_parallel_region(output, pc) : output;
 }
 
-ColumnParallelLinear::ColumnParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
-                                           const ParallelContext& pc, const LinearOptions& options)
+ColumnParallelLinear::ColumnParallelLinear(int in_features, int out_features, double init_std,
+                                           const ParameterInit& init, const ParallelContext& pc,
+                                           const LinearOptions& options)
     : pc_(&pc), options_(options) {
   check_divisible(out_features, "the output size of a column-parallel linear layer", pc);
   const TensorParallelLayout layout{0, options.partition_stride, false};
-  weight_ = make_parameter(draw_normal({out_features, in_features}, init_std, gen), layout, pc, options.tensor_options);
-  if (options.bias) bias_ = make_parameter(at::zeros({out_features}, at::kFloat), layout, pc, options.tensor_options);
+  weight_ = init.normal("weight", {out_features, in_features}, init_std, layout, pc, options.tensor_options);
+  if (options.bias) bias_ = zeros_parameter({out_features}, layout, pc, options.tensor_options);
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
@@ -79,15 +59,14 @@ void ColumnParallelLinear::collect(const std::string& prefix, ParameterList& out
   if (bias_.defined()) out.add(prefix + "bias", bias_, layout);
 }
 
-RowParallelLinear::RowParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+RowParallelLinear::RowParallelLinear(int in_features, int out_features, double init_std, const ParameterInit& init,
                                      const ParallelContext& pc, const LinearOptions& options)
     : pc_(&pc), options_(options) {
   MEGATRON_CHECK(!options.sequence_parallel || options.input_is_parallel,
                  "internal error: a row-parallel layer under sequence parallelism needs a parallel input");
   check_divisible(in_features, "the input size of a row-parallel linear layer", pc);
-  weight_ = make_parameter(draw_normal({out_features, in_features}, init_std, gen), {1, 1, false}, pc,
-                           options.tensor_options);
-  if (options.bias) bias_ = make_parameter(at::zeros({out_features}, at::kFloat), kReplicated, pc, options.tensor_options);
+  weight_ = init.normal("weight", {out_features, in_features}, init_std, {1, 1, false}, pc, options.tensor_options);
+  if (options.bias) bias_ = zeros_parameter({out_features}, kReplicated, pc, options.tensor_options);
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
@@ -104,20 +83,14 @@ void RowParallelLinear::collect(const std::string& prefix, ParameterList& out) c
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std,
-                                               at::Generator& gen, const ParallelContext& pc,
-                                               bool reduce_scatter_embeddings, const at::TensorOptions& options)
-    : VocabParallelEmbedding(draw_normal({padded_vocab_size, hidden_size}, init_std, gen), pc,
-                             reduce_scatter_embeddings, options) {}
-
-VocabParallelEmbedding::VocabParallelEmbedding(const at::Tensor& full_weight, const ParallelContext& pc,
+                                               const ParameterInit& init, const ParallelContext& pc,
                                                bool reduce_scatter_embeddings, const at::TensorOptions& options)
     : pc_(&pc), reduce_scatter_(reduce_scatter_embeddings) {
-  const std::int64_t padded_vocab_size = full_weight.size(0);
   check_divisible(padded_vocab_size, "the padded vocabulary size", pc);
   const std::int64_t per_rank = padded_vocab_size / tp_size(pc);
   vocab_start_ = per_rank * tp_rank(pc);
   vocab_end_ = vocab_start_ + per_rank;
-  weight_ = make_parameter(full_weight, {0, 1, false}, pc, options);
+  weight_ = init.normal("weight", {padded_vocab_size, hidden_size}, init_std, {0, 1, false}, pc, options);
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) const {

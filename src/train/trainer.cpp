@@ -188,19 +188,19 @@ MemorySettings Trainer::memory_settings() const {
 }
 
 // The model chunks of this rank's pipeline stage (Megatron's layer split), their data-parallel
-// buffer and the schedule that runs them. Initialisation draws every full weight from the
-// single-process stream (the seed alone, as --use-cpu-initialization does) and keeps this rank's
-// shard of its chunks' layers: any layout starts from the same weights.
+// buffer and the schedule that runs them. Each parameter is drawn as this rank's shard of the
+// stream of its name and the seed (parallel/parameter_init.h), on the device: any layout starts
+// from the same weights, and a rank draws only what it holds.
 void Trainer::build_model() {
   const int chunks = layout_.chunks;
   const model::ModelConfig& config = model_config_;
   const at::TensorOptions options = at::TensorOptions().device(device_).dtype(plan_.precision.params);
+  const parallel::ParameterInit init(plan_.loop.seed);
   for (int c = 0; c < chunks; ++c) {
     const auto range = layout_.layers(ps_->pp_rank(), c);
     const model::StageSpec stage{range.first, range.count, ps_->is_first_stage() && c == 0,
                                  ps_->is_last_stage() && c == chunks - 1};
-    at::Generator init_gen = at::make_generator<at::CPUGeneratorImpl>(plan_.loop.seed);
-    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init_gen, stage, options));
+    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init, stage, options));
     const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
     for (const auto& [name, t] : chunks_.back()->named_parameters()) params_.emplace_back(prefix + name, t);
     const auto& l = chunks_.back()->parameter_layouts();

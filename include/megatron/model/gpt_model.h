@@ -32,20 +32,20 @@ struct StageSpec {
 
 class GptModel {
  public:
-  // Initialises every parameter from `init_gen` (a CPU generator) in a fixed order (Megatron's
-  // distributions: N(0, std), output projections N(0, std / sqrt(2L)), norms 1/0, biases 0),
-  // drawing each full tensor on CPU in fp32 and keeping this TP rank's shard: with a generator
-  // seeded independently of the layout, every layout starts from the single-process weights.
-  // The parameters then live on `options`' device and dtype (default CPU fp32). `pc` must outlive
-  // the model. Throws megatron::Error listing every size not divisible by the TP size.
-  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& init_gen,
+  // Initialises this rank's parameters with Megatron's distributions (N(0, std), output
+  // projections N(0, std / sqrt(2L)), norms 1/0, biases 0), each drawn as its TP shard of the
+  // counter-based stream of its name (parallel/parameter_init.h, layers by their global number)
+  // directly on `options`' device, in its dtype (default CPU fp32): every layout starts from the
+  // single-process weights, and a rank draws only what it holds. `pc` must outlive the model.
+  // Throws megatron::Error listing every size not divisible by the TP size.
+  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, const parallel::ParameterInit& init,
            const at::TensorOptions& options = {});
-  // One pipeline chunk: draws the whole model's parameters in the single-process order (from a
-  // generator at the same start) and keeps those of `stage`. With tied embeddings, a last chunk
+  // One pipeline chunk: the parameters of `stage`'s layers (global numbers first_layer ...) and,
+  // as `stage` says, the embeddings or the final norm and output layer. With tied embeddings, a last chunk
   // that is not also the first holds output_layer.weight equal to the word embedding (Megatron's
   // copy on the last stage); both carry the shared_embedding attribute, and their gradients must
   // be summed over the embedding group each step (parallel::allreduce_shared_embedding_grads).
-  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, at::Generator& init_gen,
+  GptModel(const ModelConfig& config, const parallel::ParallelContext& pc, const parallel::ParameterInit& init,
            const StageSpec& stage, const at::TensorOptions& options = {});
 
   // First stage: tokens / position_ids [b, s] int64. Other stages: set_input_tensor() first.

@@ -57,10 +57,12 @@ class Norm {
   at::Tensor weight_, bias_;  // bias only for LayerNorm
 };
 
+// The modules take `init` scoped to their place in the model ("decoder.layers.<global number>."
+// for a layer): each parameter draws under the name collect() gives it below that prefix.
 class SelfAttention {
  public:
   // The layer's options carry sequence parallelism and the parameters' device and dtype.
-  SelfAttention(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+  SelfAttention(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
                 const parallel::LinearOptions& options);
   // x [s, b, h] ([s/tp, b, h] under sequence parallelism); mask [b or 1, 1, s, s] bool with
   // true = masked, or undefined for causal. Returns the projection output without its bias,
@@ -93,7 +95,7 @@ class SelfAttention {
 
 class Mlp {
  public:
-  Mlp(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+  Mlp(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
       const parallel::LinearOptions& options);
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x) const;  // (output, fc2 bias)
   void collect(const std::string& prefix, ParameterList& out) const;
@@ -111,7 +113,7 @@ bool uses_sdpa(AttentionBackend backend, const at::Device& device);
 class TransformerLayer {
  public:
   // sequence_parallel: the effective setting (config.sequence_parallel and TP > 1).
-  TransformerLayer(const ModelConfig& config, at::Generator& init_gen, const parallel::ParallelContext& pc,
+  TransformerLayer(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
                    bool sequence_parallel, const at::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const;
   // The same layer over new tokens with this layer's key/value cache (SelfAttention::forward_cached).

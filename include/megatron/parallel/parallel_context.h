@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "megatron/kernels/shard_runs.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/parallel/parallel_state.h"
 
@@ -48,6 +49,11 @@ struct TensorParallelLayout {
 
 // This TP rank's shard of a full tensor (a contiguous copy).
 at::Tensor shard_of_full(const at::Tensor& full, const TensorParallelLayout& layout, int tp_rank, int tp_size);
+// The shape of that shard, and where its elements (in order) sit in the full tensor, without the
+// full tensor: what a rank needs to draw its shard of a counter-based stream directly.
+std::vector<std::int64_t> shard_shape(at::IntArrayRef full_shape, const TensorParallelLayout& layout, int tp_size);
+kernels::ShardRuns shard_runs(at::IntArrayRef full_shape, const TensorParallelLayout& layout, int tp_rank,
+                              int tp_size);
 // The full tensor from every TP rank's shard, in TP rank order (inverse of shard_of_full).
 at::Tensor full_from_shards(const std::vector<at::Tensor>& shards, const TensorParallelLayout& layout);
 

@@ -2,9 +2,9 @@
 // row-parallel linear layers, the vocab-parallel embedding and cross entropy. Each rank holds its
 // shard (output rows for column-parallel, input columns for row-parallel, vocab rows for the
 // embedding); communication happens only in the regions of mappings.h. Initialisation is
-// layout-invariant: every layer draws its FULL weight on CPU in fp32 from the init generator
-// (the single-process draw) and keeps this rank's shard, then moves it to the run's device and
-// dtype (Megatron's --use-cpu-initialization). Biases start at 0.
+// layout-invariant: each layer draws only this rank's shard of its weight, on the run's device,
+// from the counter-based stream of its name (parameter_init.h), so every layout holds the single
+// process's weights. Biases start at 0.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +16,7 @@
 
 #include "megatron/parallel/mappings.h"
 #include "megatron/parallel/parallel_context.h"
+#include "megatron/parallel/parameter_init.h"
 
 namespace megatron::parallel {
 
@@ -33,14 +34,6 @@ struct ParameterList {
 int tp_rank(const ParallelContext& pc);
 int tp_size(const ParallelContext& pc);
 
-// Normal(0, std) initialisation from an explicit generator; zeros for std == 0.
-void init_normal(at::Tensor& t, double std, at::Generator& gen);
-// A full CPU fp32 tensor drawn N(0, std) from `gen` (zeros for std == 0).
-at::Tensor draw_normal(at::IntArrayRef shape, double std, at::Generator& gen);
-// A leaf parameter that requires grad: this TP rank's shard of `full` under `layout`, moved to
-// `options`' device and dtype (unset ones keep `full`'s).
-at::Tensor make_parameter(const at::Tensor& full, const TensorParallelLayout& layout, const ParallelContext& pc,
-                          const at::TensorOptions& options);
 
 struct LinearOptions {
   bool bias = true;
@@ -60,9 +53,11 @@ struct LinearOptions {
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const ParallelContext& pc, bool sequence_parallel, bool gather_output);
 
+// The layers draw their weight as init's "weight" (init scoped to the layer's name, the prefix
+// collect() is given where the model is one process).
 class ColumnParallelLinear {
  public:
-  ColumnParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+  ColumnParallelLinear(int in_features, int out_features, double init_std, const ParameterInit& init,
                        const ParallelContext& pc, const LinearOptions& options = {});
   // [s(/tp), b, in] -> [s, b, out/tp] ([..., in] -> [..., out/tp] without sequence parallelism);
   // without the bias when skip_bias_add.
@@ -82,7 +77,7 @@ class RowParallelLinear {
  public:
   // W [out, in/tp]; b [out] is added after the reduction by the caller (bias-dropout-add), as in
   // Megatron, so forward returns the un-biased output. Sequence parallelism needs input_is_parallel.
-  RowParallelLinear(int in_features, int out_features, double init_std, at::Generator& gen,
+  RowParallelLinear(int in_features, int out_features, double init_std, const ParameterInit& init,
                     const ParallelContext& pc, const LinearOptions& options = {});
   // [..., in/tp] -> [..., out] reduced over TP; with sequence parallelism [s, b, in/tp] ->
   // [s/tp, b, out] reduce-scattered along s.
@@ -100,11 +95,8 @@ class RowParallelLinear {
 class VocabParallelEmbedding {
  public:
   // Weight [V_pad/tp, h]: rows [tp_rank * V_pad/tp, (tp_rank + 1) * V_pad/tp) of the full table.
-  VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std, at::Generator& gen,
+  VocabParallelEmbedding(std::int64_t padded_vocab_size, int hidden_size, double init_std, const ParameterInit& init,
                          const ParallelContext& pc, bool reduce_scatter_embeddings = false,
-                         const at::TensorOptions& options = {});
-  // From the full table [V_pad, h], already drawn.
-  VocabParallelEmbedding(const at::Tensor& full_weight, const ParallelContext& pc, bool reduce_scatter_embeddings = false,
                          const at::TensorOptions& options = {});
   // ids [b, s] -> [b, s, h] all-reduced over TP; with reduce_scatter_embeddings ->
   // [s/tp, b, h] (transposed to sequence-first, then reduce-scattered along s).

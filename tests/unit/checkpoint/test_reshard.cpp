@@ -43,7 +43,7 @@ model::ModelConfig swiglu_config() {
 // element (parameter i holds 10000 i + 0, 1, 2, ...; exact in fp32).
 struct Full {
   explicit Full(const model::ModelConfig& c) {
-    at::Generator init = at::make_generator<at::CPUGeneratorImpl>(1);
+    const parallel::ParameterInit init(1);
     model = std::make_unique<model::GptModel>(c, parallel::single_process_context(), init);
     float base = 0;
     for (const auto& [name, t] : model->named_parameters()) {

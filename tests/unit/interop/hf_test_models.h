@@ -41,7 +41,7 @@ inline model::ModelConfig hf_llama_config() {
 // Every parameter of a freshly initialised single-process model, detached (safe to edit).
 inline std::vector<std::pair<std::string, at::Tensor>> full_parameters(const model::ModelConfig& c,
                                                                        std::uint64_t seed = 11) {
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const parallel::ParameterInit init(seed);
   const model::GptModel model(c, parallel::single_process_context(), init);
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& [name, t] : model.named_parameters()) out.emplace_back(name, t.detach().clone());

@@ -209,7 +209,7 @@ TEST(Sampling, ATinyTemperatureTakesTheMostLikelyToken) {
 // and taking the argmax of the last position's logits (below the vocabulary limit).
 TEST(Generation, GreedyWithTheCacheMatchesFullSequenceArgmax) {
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator init = generator(5);
+  const parallel::ParameterInit init(5);
   const model::GptModel model(config, parallel::single_process_context(), init);
   const std::vector<std::int64_t> prompt = {3, 14, 15, 92, 65};
   const std::int64_t vocab_limit = 90;  // ids 90..95 are padding
@@ -238,7 +238,7 @@ TEST(Generation, GreedyWithTheCacheMatchesFullSequenceArgmax) {
 // generating anything; within them, generation runs to max_new_tokens or the EOD.
 TEST(Generation, StopsAfterTheEodAndRefusesMoreTokensThanPositions) {
   const model::ModelConfig config = testing::tiny_config();  // 20 learned positions
-  at::Generator init = generator(5);
+  const parallel::ParameterInit init(5);
   const model::GptModel model(config, parallel::single_process_context(), init);
   SamplingOptions o;
   o.greedy = true;
@@ -263,7 +263,7 @@ TEST(Generation, StopsAfterTheEodAndRefusesMoreTokensThanPositions) {
 
 TEST(Generation, NamesNonFiniteLogitsInsteadOfSampling) {
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator init = generator(5);
+  const parallel::ParameterInit init(5);
   const model::GptModel model(config, parallel::single_process_context(), init);
   SamplingOptions sampled, greedy;
   greedy.greedy = true;

@@ -25,8 +25,8 @@ using testing::tiny_config;
 // checked against plain PyTorch above), for learned positions, RoPE with GQA, and partial
 // interleaved rotary with MQA.
 void expect_cached_matches_full(const ModelConfig& c) {
+  const GptModel model(c, parallel::single_process_context(), parallel::ParameterInit(11));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
-  const GptModel model(c, parallel::single_process_context(), gen);
   at::NoGradGuard no_grad;
   const at::Tensor tokens = at::randint(c.padded_vocab_size, {2, 12}, gen, at::kLong);
   const at::Tensor positions = at::arange(12, at::kLong).unsqueeze(0).expand({2, 12});
@@ -63,7 +63,7 @@ TEST(GptModel, CachedInferenceMatchesTheFullForward) {
 
 TEST(GptModel, HasMegatronParameterNamesAndCount) {
   ModelConfig c = tiny_config();
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  const parallel::ParameterInit gen(1);
   const GptModel model(c, parallel::single_process_context(), gen);
   std::vector<std::string> names;
   int64_t count = 0;
@@ -92,7 +92,7 @@ TEST(GptModel, InitialisationFollowsMegatronDistributions) {
   c.ffn_hidden_size = 1024;
   c.kv_channels = 64;
   c.init_method_std = 0.02;
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  const parallel::ParameterInit gen(7);
   const GptModel model(c, parallel::single_process_context(), gen);
   for (const auto& [name, t] : model.named_parameters()) {
     const double std = t.std().item<double>(), mean = t.mean().item<double>();
@@ -112,7 +112,7 @@ TEST(GptModel, DropoutIsDeterministicPerGeneratorAndOffInEval) {
   ModelConfig c = tiny_config();
   c.hidden_dropout = 0.3;
   c.attention_dropout = 0.3;
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(3);
+  const parallel::ParameterInit init(3);
   const GptModel model(c, parallel::single_process_context(), init);
   const at::Tensor tokens = at::arange(32, at::kLong).view({2, 16}) % c.padded_vocab_size;
   const at::Tensor pos = at::arange(16, at::kLong).expand({2, 16});
@@ -130,7 +130,7 @@ TEST(GptModel, ParameterLayoutsAreAlignedWithNamesAndFollowMegatron) {
   ModelConfig c = tiny_config();
   c.swiglu = true;
   c.untie_embeddings_and_output_weights = true;
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  const parallel::ParameterInit gen(1);
   const GptModel model(c, parallel::single_process_context(), gen);
   ASSERT_EQ(model.parameter_layouts().size(), model.named_parameters().size());
   std::map<std::string, parallel::TensorParallelLayout> layouts;
@@ -162,13 +162,13 @@ TEST(GptModel, LaterPipelineStageStartsFromTheSingleProcessWeights) {
   ModelConfig c = tiny_config();
   c.num_layers = 4;
   c.untie_embeddings_and_output_weights = true;
-  at::Generator whole_gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const parallel::ParameterInit whole_gen(11);
   const GptModel whole(c, parallel::single_process_context(), whole_gen);
   const parallel::ParallelState stage1(parallel::ParallelConfig{2, 1, 2, 1, false}, 1);
   parallel::ParallelContext pc = parallel::single_process_context();
   pc.state = &stage1;
   pc.tp = std::make_shared<parallel::ProcessGroup>("tensor-model-parallel", std::vector<int>{1}, 1);
-  at::Generator stage_gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  const parallel::ParameterInit stage_gen(11);
   const GptModel stage(c, pc, stage_gen);
   std::map<std::string, at::Tensor> reference(whole.named_parameters().begin(), whole.named_parameters().end());
   ASSERT_FALSE(stage.pre_process());
@@ -194,8 +194,8 @@ TEST(GptModel, HiddenDropoutUsesTheModelParallelStreamUnderSequenceParallelism) 
 // Weights are drawn on CPU in fp32 whatever the parameters' dtype: the same values, converted.
 TEST(GptModel, ParametersTakeTheRequestedDtypeWithTheSameInitialValues) {
   const ModelConfig c = tiny_config();
-  at::Generator float_gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  at::Generator double_gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const parallel::ParameterInit float_gen(5);
+  const parallel::ParameterInit double_gen(5);
   const GptModel float_model(c, parallel::single_process_context(), float_gen);
   const GptModel double_model(c, parallel::single_process_context(), double_gen, at::TensorOptions().dtype(at::kDouble));
   for (std::size_t i = 0; i < float_model.named_parameters().size(); ++i) {

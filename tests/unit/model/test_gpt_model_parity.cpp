@@ -52,8 +52,8 @@ using megatron::testing::tiny_config;
 
 // Runs the C++ model and the Python reference on the same weights and batch; compares.
 void expect_matches_reference(const ModelConfig& config) {
+  GptModel model(config, parallel::single_process_context(), parallel::ParameterInit(1234));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1234);
-  GptModel model(config, parallel::single_process_context(), gen);
   {  // non-trivial norm weights and biases
     at::NoGradGuard no_grad;
     for (auto& [name, t] : model.named_parameters()) {

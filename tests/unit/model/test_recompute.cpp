@@ -84,7 +84,7 @@ struct Pass {
 };
 
 Pass run(const ModelConfig& config, bool training = true) {
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(7);
+  const parallel::ParameterInit init(7);
   GptModel model(config, parallel::single_process_context(), init);
   at::Generator data = at::make_generator<at::CPUGeneratorImpl>(8);
   const at::Tensor tokens = at::randint(config.padded_vocab_size, {8, config.seq_length}, data, at::kLong);

@@ -223,7 +223,7 @@ void check_column_parallel_linear(int tp, bool gather_output, bool sequence_para
   const std::string what = "TP " + std::to_string(tp) + (gather_output ? " gather_output" : "") +
                            (sequence_parallel ? " sequence parallel" : "");
   const int in = 6, out = 8;
-  at::Generator gen = generator(21);
+  const parallel::ParameterInit gen(21);
   LinearOptions options;
   options.gather_output = gather_output;
   options.sequence_parallel = sequence_parallel;
@@ -231,8 +231,8 @@ void check_column_parallel_linear(int tp, bool gather_output, bool sequence_para
   ParameterList params;
   layer.collect("", params);
 
-  at::Generator ref_gen = generator(21);
-  const at::Tensor weight = draw_normal({out, in}, 0.5, ref_gen).requires_grad_();
+  const parallel::ParameterInit ref_gen(21);
+  const at::Tensor weight = ref_gen.full("weight", {out, in}, 0.5).requires_grad_();
   const at::Tensor bias = at::zeros({out}).requires_grad_();
   expect_equal(params.named[0].second, chunk_of(weight, 0, pc), what + " weight shard");
 
@@ -268,7 +268,7 @@ void check_row_parallel_linear(int tp, bool input_is_parallel, bool sequence_par
   const std::string what = "TP " + std::to_string(tp) + (input_is_parallel ? " parallel input" : " full input") +
                            (sequence_parallel ? " sequence parallel" : "");
   const int in = 8, out = 6;
-  at::Generator gen = generator(31);
+  const parallel::ParameterInit gen(31);
   LinearOptions options;
   options.input_is_parallel = input_is_parallel;
   options.sequence_parallel = sequence_parallel;
@@ -276,8 +276,8 @@ void check_row_parallel_linear(int tp, bool input_is_parallel, bool sequence_par
   ParameterList params;
   layer.collect("", params);
 
-  at::Generator ref_gen = generator(31);
-  const at::Tensor weight = draw_normal({out, in}, 0.5, ref_gen).requires_grad_();
+  const parallel::ParameterInit ref_gen(31);
+  const at::Tensor weight = ref_gen.full("weight", {out, in}, 0.5).requires_grad_();
   const at::Tensor bias = at::zeros({out}).requires_grad_();
   expect_equal(params.named[0].second, chunk_of(weight, 1, pc), what + " weight shard");
 
@@ -317,10 +317,10 @@ void check_vocab_parallel_embedding(int tp, bool reduce_scatter) {
   const std::string what = "TP " + std::to_string(tp) + (reduce_scatter ? " reduce-scatter" : "");
   const std::int64_t vocab = 16;
   const int hidden = 5;
-  at::Generator gen = generator(41);
+  const parallel::ParameterInit gen(41);
   const VocabParallelEmbedding layer(vocab, hidden, 0.5, gen, pc, reduce_scatter);
-  at::Generator ref_gen = generator(41);
-  const at::Tensor weight = draw_normal({vocab, hidden}, 0.5, ref_gen).requires_grad_();
+  const parallel::ParameterInit ref_gen(41);
+  const at::Tensor weight = ref_gen.full("weight", {vocab, hidden}, 0.5).requires_grad_();
   expect_equal(layer.weight(), chunk_of(weight, 0, pc), what + " weight shard");
 
   // Ids in every rank's range, some repeated, [b, s].
@@ -406,7 +406,7 @@ bool perturbed(const std::string& name) {
 void check_matches_single_process(ModelConfig config, int tp) {
   const parallel::ParallelContext& pc = context(tp);
   const std::string layout = "TP " + std::to_string(tp) + (config.sequence_parallel ? " SP" : "");
-  at::Generator single_gen = generator(1234), parallel_gen = generator(1234);
+  const parallel::ParameterInit single_gen(1234), parallel_gen(1234);
   const GptModel single(config, parallel::single_process_context(), single_gen);
   const GptModel model(config, pc, parallel_gen);
   const auto& names = single.named_parameters();
@@ -482,7 +482,7 @@ TEST(GptModelTensorParallel, RejectsQueryGroupsNotDivisibleByTp) {
   ModelConfig c = tiny_config();
   c.num_query_groups = 1;
   FOR_EACH_TP(tp) {
-    at::Generator gen = generator(1);
+    const parallel::ParameterInit gen(1);
     try {
       const GptModel model(c, context(tp), gen);
       ADD_FAILURE() << "TP " << tp << " accepted one query group";

@@ -152,7 +152,7 @@ TEST(Checkpointer, LoadWithoutATrackerWarnsAndStartsFromRandom) {
   const std::string root = dir / "empty";
   fs::create_directories(root);
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const parallel::ParameterInit gen(3);
   const model::GptModel model(config, pc(), gen);
   const parallel::PipelineLayout layout{config.num_layers, 1, 1, std::nullopt, std::nullopt};
   const Checkpointer::LoadTarget target{model.named_parameters(), model.parameter_layouts(), layout, config, {}};
@@ -173,8 +173,8 @@ TEST(Checkpointer, LoadRestoresTheSavedParametersAndCounters) {
   TempDir dir("checkpointer");
   const std::string root = dir / "ckpt";
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator gen1 = at::make_generator<at::CPUGeneratorImpl>(1);
-  at::Generator gen2 = at::make_generator<at::CPUGeneratorImpl>(2);
+  const parallel::ParameterInit gen1(1);
+  const parallel::ParameterInit gen2(2);
   const model::GptModel saved(config, pc(), gen1);
   const model::GptModel fresh(config, pc(), gen2);
   {
@@ -217,7 +217,7 @@ TEST(Checkpointer, RefusesACheckpointOfAnotherHiddenSizeListingTheDifference) {
   const std::string root = dir / "ckpt";
   model::ModelConfig wide = testing::tiny_config();
   wide.hidden_size = 64;
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  const parallel::ParameterInit gen(1);
   const model::GptModel other(wide, pc(), gen);
   {
     CheckpointPlan plan;
@@ -226,7 +226,7 @@ TEST(Checkpointer, RefusesACheckpointOfAnotherHiddenSizeListingTheDifference) {
     Checkpointer(plan, pc(), false, out, take_save_folder(root, out)).save(state_at(2, wide, other.named_parameters()));
   }
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator gen2 = at::make_generator<at::CPUGeneratorImpl>(2);
+  const parallel::ParameterInit gen2(2);
   const model::GptModel ours(config, pc(), gen2);
   std::vector<at::Tensor> before;
   for (const auto& [name, t] : ours.named_parameters()) before.push_back(t.clone());

@@ -56,7 +56,7 @@ TEST(MemoryPreflight, ParameterCountEqualsTheModelsParametersForEveryTpRankAndCh
                                                            {first_layers, c.num_layers - first_layers, false, true},
                                                            {0, first_layers, false, false},
                                                            {0, c.num_layers, true, true}}) {
-          at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(1);
+          const parallel::ParameterInit gen(1);
           const model::GptModel m(c, parallel::single_process_context(), gen, model::StageSpec{first, count, pre, post});
           SCOPED_TRACE(::testing::Message() << "tp " << tp << " layers " << count << " pre " << pre << " post " << post
                                           << " swiglu " << c.swiglu << " untied " << c.untie_embeddings_and_output_weights);

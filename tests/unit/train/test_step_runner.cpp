@@ -76,7 +76,7 @@ std::pair<double, double> direct_loss(const model::GptModel& model, const Synthe
 struct Rig {
   Rig(std::uint64_t seed, int microbatches, double clip_grad = 1.0) {
     const model::ModelConfig config = testing::tiny_config();
-    at::Generator init = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const parallel::ParameterInit init(seed);
     model = std::make_unique<model::GptModel>(config, pc(), init);
     ddp = std::make_unique<parallel::DataParallelBuffers>(model->named_parameters(), model->parameter_layouts(), pc(),
                                                           parallel::DataParallelConfig{});
@@ -131,7 +131,7 @@ TEST(StepRunner, TrainMakesOneAdamWStepOnTheMeanOfTheMicroBatchLosses) {
   // The dense reference: Megatron's backward scalar is each micro-batch's mean token loss divided
   // by the number of micro-batches; then clipping to the global norm and AdamW.
   const model::ModelConfig config = testing::tiny_config();
-  at::Generator init = at::make_generator<at::CPUGeneratorImpl>(5);
+  const parallel::ParameterInit init(5);
   const model::GptModel dense(config, pc(), init);
   testing::ReferenceAdamW reference(dense.named_parameters(), kAdam);
   std::vector<std::int64_t> text(static_cast<std::size_t>(config.seq_length + 1));

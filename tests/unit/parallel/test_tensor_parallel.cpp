@@ -406,9 +406,9 @@ bool perturbed(const std::string& name) {
 void check_matches_single_process(ModelConfig config, int tp) {
   const parallel::ParallelContext& pc = context(tp);
   const std::string layout = "TP " + std::to_string(tp) + (config.sequence_parallel ? " SP" : "");
-  const parallel::ParameterInit single_gen(1234), parallel_gen(1234);
-  const GptModel single(config, parallel::single_process_context(), single_gen);
-  const GptModel model(config, pc, parallel_gen);
+  const parallel::ParameterInit init(1234);
+  const GptModel single(config, parallel::single_process_context(), init);
+  const GptModel model(config, pc, init);
   const auto& names = single.named_parameters();
   const auto& params = model.named_parameters();
   const auto& layouts = model.parameter_layouts();

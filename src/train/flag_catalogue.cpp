@@ -93,7 +93,7 @@ constexpr CataloguedFlag kIgnored[] = {
     {"--use-flash-attn", K::kStoreTrue, kKernelChoice},
     {"--no-persist-layer-norm", K::kStoreTrue, kKernelChoice},
     {"--cross-entropy-loss-fusion", K::kStoreTrue, kKernelChoice},
-    {"--use-cpu-initialization", K::kStoreTrue, "initialisation here does not depend on the device it runs on"},
+    {"--use-cpu-initialization", K::kStoreTrue, "every layout here starts from the same weights, each rank drawing its shard on its device"},
 };
 
 constexpr LegacyFlag kLegacy[] = {

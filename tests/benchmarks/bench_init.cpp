@@ -12,10 +12,8 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "counting_allocator.h"
 #include "megatron/kernels/aten/init_ops.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parameter_init.h"
@@ -33,40 +32,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The CPU bytes LibTorch holds and their high-water mark.
-class PeakAllocator final : public c10::Allocator {
- public:
-  PeakAllocator() : inner_(c10::GetCPUAllocator()) { c10::SetCPUAllocator(this, 200); }
-  ~PeakAllocator() override { c10::SetCPUAllocator(inner_, 200); }
-  c10::DataPtr allocate(std::size_t n) override {
-    auto* block = new Block{inner_->allocate(n), n, this};
-    const std::int64_t now = current_ += static_cast<std::int64_t>(n);
-    std::int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
-    }
-    return {block->inner.get(), block, &release, c10::Device(c10::kCPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
-  void copy_data(void* d, const void* s, std::size_t n) const override { default_copy_data(d, s, n); }
-  void reset() { peak_ = current_.load(); }
-  std::int64_t peak_above(std::int64_t base) const { return peak_.load() - base; }
-  std::int64_t current() const { return current_.load(); }
-
- private:
-  struct Block {
-    c10::DataPtr inner;
-    std::size_t bytes;
-    PeakAllocator* owner;
-  };
-  static void release(void* ctx) {
-    auto* b = static_cast<Block*>(ctx);
-    b->owner->current_ -= static_cast<std::int64_t>(b->bytes);
-    delete b;
-  }
-  c10::Allocator* inner_;
-  std::atomic<std::int64_t> current_{0}, peak_{0};
-};
 
 double best_seconds(int repeat, const std::function<void()>& fn) {
   double best = 1e30;
@@ -109,7 +74,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[i + 1]);
   }
   at::set_num_threads(threads);
-  PeakAllocator counter;
+  megatron::testing::CountingAllocator counter;
 
   // 1. Draw rates on one 64M-element tensor.
   const std::int64_t n = std::int64_t{1} << 26;

@@ -1,6 +1,6 @@
 // The ATen entry of the counter-based normal draws (init_ops.h). The CPU path computes each Philox
 // block of four words once and writes the lanes of it the shard holds; the CUDA path launches
-// counter_normal.cu. Scalar libm calls on the CPU (about 90 M values/s per thread here): every
+// counter_normal.cu. Scalar libm calls on the CPU (76 M values/s per thread here, bench_init): every
 // element goes through the same instructions wherever it falls in a run, so shards drawn in any
 // split are bit-identical to the single process's draw (a vectorised body with a scalar tail
 // would not guarantee it).

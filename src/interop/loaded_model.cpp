@@ -16,12 +16,13 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   out.root = root;
   if (iteration) {
     MEGATRON_CHECK(*iteration >= 0, "--ckpt-iteration ", *iteration, ": expected an iteration number >= 0");
-    const auto saved = checkpoint::saved_iterations(root);
-    MEGATRON_CHECK(std::filesystem::is_directory(checkpoint::iteration_folder(root, *iteration)), "--ckpt-iteration ",
-                   *iteration, ": ", root, " has no checkpoint of iteration ", *iteration,
-                   saved.empty() ? std::string(" (it holds none)")
-                                 : " (it holds iteration" + std::string(saved.size() == 1 ? " " : "s ") +
-                                       checkpoint::describe_iterations(saved) + ")");
+    if (!std::filesystem::is_directory(checkpoint::iteration_folder(root, *iteration))) {
+      const auto saved = checkpoint::saved_iterations(root);
+      MEGATRON_FAIL("--ckpt-iteration ", *iteration, ": ", root, " has no checkpoint of iteration ", *iteration,
+                    saved.empty() ? std::string(" (it holds none)")
+                                  : " (it holds iteration" + std::string(saved.size() == 1 ? " " : "s ") +
+                                        checkpoint::describe_iterations(saved) + ")");
+    }
   }
   const auto tracker = iteration ? std::nullopt : checkpoint::read_tracker(root);
   MEGATRON_CHECK(iteration || tracker, root, ": no checkpoint (no ", checkpoint::kTrackerFile, ")");

@@ -6,7 +6,8 @@
 //   u = ((a >> 8) + 1) 2^-24 in (0, 1],  v = (b >> 8) 2^-24 in [0, 1)
 //   z = sqrt(-2 ln u) cos(2 pi v) for even i, sqrt(-2 ln u) sin(2 pi v) for odd i   (Box-Muller)
 //   value = std * z, in fp32.
-// CPU and CUDA agree to a few ulps (their libm differ), each bit for bit with itself.
+// CPU and CUDA should agree to a few ulps (their libm differ; not yet measured on a GPU), each
+// bit for bit with itself.
 #pragma once
 
 #include <cuda_runtime_api.h>

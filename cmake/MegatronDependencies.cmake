@@ -95,7 +95,12 @@ if(NOT MEGATRON_TORCH STREQUAL "OFF")
       set(MEGATRON_HAVE_TORCH_CUDA ON)
       add_library(megatron_libtorch_cuda INTERFACE)
       add_library(megatron::libtorch_cuda ALIAS megatron_libtorch_cuda)
-      target_link_libraries(megatron_libtorch_cuda INTERFACE megatron_libtorch torch_cuda c10_cuda CUDA::cudart)
+      # libtorch_cuda registers ATen's CUDA kernels from its static initialisers; no symbol of it
+      # is referenced, so an --as-needed link (which torch_cpu's own link flags switch on) would
+      # drop it and every CUDA tensor op would fail with "Could not run 'aten::empty.memory_format'
+      # with arguments from the 'CUDA' backend". Linked unconditionally, as torch's own config does.
+      target_link_libraries(megatron_libtorch_cuda INTERFACE megatron_libtorch
+        "-Wl,--no-as-needed,\"$<TARGET_FILE:torch_cuda>\" -Wl,--as-needed" torch_cuda c10_cuda CUDA::cudart)
       message(STATUS "megatron: LibTorch CUDA layer enabled (GPU tests skip without a GPU)")
     endif()
   elseif(MEGATRON_TORCH STREQUAL "ON")

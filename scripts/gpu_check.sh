@@ -5,9 +5,11 @@
 #      tensors (test_kernel_ops); they must pass, a skip counts as a failure,
 #   3. runs the kernel benchmarks (memory-bound kernels against the measured copy bandwidth, cross
 #      entropy against ATen, AdamW over 1B parameters, attention per back end),
-#   4. trains GPT-2 124M (seq 1024) and a 1.3B GPT (seq 2048) in bf16 on mock data for a few dozen
-#      iterations with megatron_train: tokens/s, TFLOP/s per GPU (Megatron's formula, as the
-#      iteration line prints it), MFU against the GPU's bf16 dense peak, peak memory,
+#   4. trains GPT-2 124M (seq 1024) and a 1.3B GPT (seq 2048, with and without
+#      --recompute-activations) in bf16 on mock data for a few dozen iterations with megatron_train:
+#      tokens/s, TFLOP/s per GPU (Megatron's formula, as the iteration line prints it), MFU against
+#      the GPU's bf16 dense peak, peak memory; and the same models in PyTorch eager on the same GPU
+#      (tests/benchmarks/bench_train_gpu.py), whose tokens/s give the ratio,
 # and writes everything into one results file: $OUT/gpu_check.txt when the device tool's $OUT is
 # set, else gpu_check_results.txt in the repository (MEGATRON_GPU_RESULTS overrides).
 #
@@ -16,7 +18,10 @@
 # when it exists. Open MPI is optional for this check (single process). PyTorch comes from
 # .venv/ when scripts/setup.sh made one, else from the machine's python3.
 # Environment: MEGATRON_GPU_BUILD_DIR (default build-gpu), MEGATRON_GPU_TRAIN_ITERS (default 40),
-# MEGATRON_GPU_SKIP_TRAINING=1, MEGATRON_JOBS.
+# MEGATRON_GPU_STEPS (the sections to run, default "tests benchmarks training checkpoint"),
+# MEGATRON_GPU_SKIP_TRAINING=1 (drops "training"), MEGATRON_GPU_PREBUILT=1 (use the binaries
+# already in the build folder, e.g. built on another machine for this GPU's architecture, instead
+# of building), MEGATRON_JOBS.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +30,9 @@ BUILD="${MEGATRON_GPU_BUILD_DIR:-$ROOT/build-gpu}"
 RESULTS="${MEGATRON_GPU_RESULTS:-${OUT:+$OUT/gpu_check.txt}}"
 RESULTS="${RESULTS:-$ROOT/gpu_check_results.txt}"
 ITERS="${MEGATRON_GPU_TRAIN_ITERS:-40}"
+STEPS=" ${MEGATRON_GPU_STEPS:-tests benchmarks training checkpoint} "
+[ "${MEGATRON_GPU_SKIP_TRAINING:-0}" = "1" ] && STEPS="${STEPS/ training / }"
+step() { [[ "$STEPS" == *" $1 "* ]]; }
 START=$SECONDS
 FAILURES=0
 
@@ -51,6 +59,10 @@ say "torch: $("$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch
 say "nvcc: $(nvcc --version | tail -1)"
 say "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
+if [ "${MEGATRON_GPU_PREBUILT:-0}" = "1" ]; then
+  section "build: prebuilt binaries in $BUILD"
+  [ -x "$BUILD/tools/megatron_train" ] || { echo "gpu_check: MEGATRON_GPU_PREBUILT=1 but $BUILD/tools/megatron_train is missing" >&2; exit 1; }
+else
 section "build (clean, CUDA for sm_$CAP)"
 rm -rf "$BUILD"
 args=(-S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_CUDA=ON -DMEGATRON_TORCH=ON
@@ -61,10 +73,12 @@ cmake "${args[@]}" >"$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log" 
 grep -E '^-- megatron:' "$BUILD.configure.log" | tee -a "$RESULTS"
 grep -q "LibTorch CUDA layer enabled" "$BUILD.configure.log" || { echo "gpu_check: the CUDA LibTorch layer is off" >&2; exit 1; }
 ninja -C "$BUILD" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"} test_kernels test_kernel_ops megatron_train \
-  bench_norms_activations bench_softmax_rope_ce bench_adamw_attention >"$BUILD.build.log" 2>&1 ||
+  bench_norms_activations bench_softmax_rope_ce bench_adamw_attention bench_init >"$BUILD.build.log" 2>&1 ||
   { tail -50 "$BUILD.build.log" >&2; exit 1; }
 say "built in $((SECONDS - build_start)) s"
+fi
 
+if step tests; then
 section "GPU tests (must pass, not skip)"
 # The kernel parity suites and the model's fused autograd ops on CUDA tensors; the CPU suites of
 # the same binary run too (they are quick).
@@ -82,15 +96,21 @@ for t in test_kernels test_kernel_ops; do
     fi
   else
     failed "$t"
-    grep -E '^\[  FAILED  \]|Failure|error' "$log" | head -40 | tee -a "$RESULTS"
+    # sed, not head: head's early exit would end this script through pipefail (SIGPIPE).
+    grep -E '^\[  FAILED  \]|Failure|error' "$log" | sed -n '1,40p' | tee -a "$RESULTS" || true
   fi
 done
 
+fi
+
+if step benchmarks; then
 section "kernel benchmarks"
-for b in bench_norms_activations bench_softmax_rope_ce bench_adamw_attention; do
+for b in bench_norms_activations bench_softmax_rope_ce bench_adamw_attention "bench_init --repeat 1"; do
   say "-- $b"
-  if ! "$BUILD/tests/benchmarks/$b" 2>&1 | tee -a "$RESULTS"; then failed "$b"; fi
+  # shellcheck disable=SC2086
+  if ! "$BUILD/tests/benchmarks/"$b 2>&1 | tee -a "$RESULTS"; then failed "$b"; fi
 done
+fi
 
 # bf16 dense tensor-core peak of the GPU, TFLOP/s (NVIDIA's data sheets, without sparsity).
 peak_tflops() {
@@ -121,8 +141,11 @@ train() {
     return
   fi
   grep -E '^> training on|memory \(MB\)' "$log" | tee -a "$RESULTS"
-  # The log lines after the first two intervals (warm-up, allocator growth), averaged.
-  awk -v peak="$PEAK" -v name="$name" '
+  # The log lines after the first three intervals (warm-up, allocator growth; after the first
+  # alone in a run of fewer), averaged; the last line of awk's output is "tokens/s TFLOP/s" for
+  # the comparison with PyTorch.
+  local summary
+  summary=$(awk -v peak="$PEAK" -v name="$name" '
     function field(pattern,   v) {  # the value after ": " of the first match of pattern
       if (!match($0, pattern)) return 0
       v = substr($0, RSTART, RLENGTH)
@@ -131,31 +154,83 @@ train() {
     }
     / iteration +[0-9]+\/ +[0-9]+ \|/ {
       n++
-      if (n <= 3) next
-      ms += field("elapsed time per iteration \\(ms\\): [0-9.]+")
-      tf += field("TFLOP/s/GPU\\): [0-9.]+")
-      tok += field("tokens per second per GPU: [0-9.]+")
+      ms[n] = field("elapsed time per iteration \\(ms\\): [0-9.]+")
+      tf[n] = field("TFLOP/s/GPU\\): [0-9.]+")
+      tok[n] = field("tokens per second per GPU: [0-9.]+")
       loss = field("lm loss: [0-9.E+-]+")
-      k++
     }
     END {
-      if (k == 0) { print name ": no steady-state iteration lines"; exit 1 }
-      printf "%s: %.1f ms/iteration, %.0f tokens/s/GPU, %.1f TFLOP/s/GPU", name, ms / k, tok / k, tf / k
-      if (peak > 0) printf ", MFU %.1f%% of %.1f", 100 * tf / k / peak, peak
-      printf " (mean of %d intervals of 5 iterations; last lm loss %s)\n", k, loss
-    }' "$log" | tee -a "$RESULTS" || failed "$name: no throughput"
+      if (n < 2) { print name ": fewer than two iteration lines"; exit 1 }
+      skip = n > 4 ? 3 : 1
+      for (i = skip + 1; i <= n; i++) { sms += ms[i]; stf += tf[i]; stok += tok[i]; k++ }
+      printf "%s: %.1f ms/iteration, %.0f tokens/s/GPU, %.1f TFLOP/s/GPU", name, sms / k, stok / k, stf / k
+      if (peak > 0) printf ", MFU %.1f%% of %.1f", 100 * stf / k / peak, peak
+      printf " (mean of %d intervals of 5 iterations; last lm loss %s)\n%.0f %.2f\n", k, loss, stok / k, stf / k
+    }' "$log") || { say "$summary"; failed "$name: no throughput"; return; }
+  say "$(sed '$d' <<<"$summary")"
+  LAST_THROUGHPUT=$(tail -1 <<<"$summary")
 }
 
-if [ "${MEGATRON_GPU_SKIP_TRAINING:-0}" != "1" ]; then
+# eager NAME LAYERS HIDDEN HEADS SEQ MICRO GLOBAL: the same model in PyTorch eager on this GPU,
+# against megatron_train's last throughput (LAST_THROUGHPUT: tokens/s and TFLOP/s).
+eager() {
+  local name=$1 log="$BUILD/eager_$1.log" out
+  say "-- $name in PyTorch eager (tests/benchmarks/bench_train_gpu.py)"
+  if ! out=$("$PYTHON" "$ROOT/tests/benchmarks/bench_train_gpu.py" --layers "$2" --hidden "$3" --heads "$4" \
+      --seq "$5" --micro-batch "$6" --global-batch "$7" 2>"$log"); then
+    failed "$name in PyTorch eager"
+    tail -20 "$log" | tee -a "$RESULTS"
+    return
+  fi
+  say "$out"
+  [ -n "${LAST_THROUGHPUT:-}" ] || return
+  "$PYTHON" - "$out" $LAST_THROUGHPUT "$PEAK" "$name" <<'PY' | tee -a "$RESULTS"
+import json, sys
+eager = json.loads(sys.argv[1])
+ours_tokens, ours_tflops, peak, name = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+# The same model and batch: FLOPs per token are equal, so PyTorch's TFLOP/s scale with its tokens/s.
+tflops = ours_tflops * eager["tokens_per_s"] / ours_tokens
+print(f"{name}: PyTorch eager {eager['tokens_per_s']:.0f} tokens/s, {tflops:.1f} TFLOP/s"
+      + (f" (MFU {100 * tflops / peak:.1f}%)" if peak > 0 else "")
+      + f"; megatron_train / PyTorch eager = {ours_tokens / eager['tokens_per_s']:.2f}x")
+PY
+}
+
+if step training; then
   section "training throughput (bf16, one GPU)"
   # GPT-2 124M: 12 layers, hidden 768, 12 heads, seq 1024, tied embeddings, learned positions.
   train gpt2_124m --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
     --max-position-embeddings 1024 --micro-batch-size 16 --global-batch-size 64 \
     --attention-dropout 0 --hidden-dropout 0
+  eager gpt2_124m 12 768 12 1024 16 64
   # GPT 1.3B (GPT-3 XL shape): 24 layers, hidden 2048, 16 heads, seq 2048.
-  train gpt_1p3b --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 \
-    --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 32 \
-    --attention-dropout 0 --hidden-dropout 0
+  gpt_1p3b=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+    --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 32
+    --attention-dropout 0 --hidden-dropout 0)
+  train gpt_1p3b "${gpt_1p3b[@]}"
+  eager gpt_1p3b 24 2048 16 2048 4 32
+  train gpt_1p3b_recompute "${gpt_1p3b[@]}" --recompute-activations
+fi
+
+if step checkpoint; then
+  section "checkpoint save stall (GPT-2 124M, bf16, distributed optimizer off; sync, then --async-save)"
+  # The stall is the time between the 'saving checkpoint' line and 'successfully saved' (sync) or
+  # 'scheduled an async checkpoint save' (async: the host snapshot only).
+  for mode in sync async; do
+    rm -rf "$BUILD/ckpt_$mode"
+    extra=()
+    [ "$mode" = async ] && extra=(--async-save)
+    ITERS=20 train "save_$mode" --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
+      --max-position-embeddings 1024 --micro-batch-size 16 --global-batch-size 64 --attention-dropout 0 \
+      --hidden-dropout 0 --save "$BUILD/ckpt_$mode" --save-interval 10 "${extra[@]}"
+    grep -E 'saving checkpoint|successfully saved|scheduled an async' "$BUILD/train_save_$mode.log" | tee -a "$RESULTS"
+    say "checkpoint size: $(du -sh "$BUILD/ckpt_$mode" | cut -f1)"
+  done
+  # Loading onto the GPU: resume the synchronous run's checkpoint and train on to iteration 30.
+  ITERS=30 train resume --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
+    --max-position-embeddings 1024 --micro-batch-size 16 --global-batch-size 64 --attention-dropout 0 \
+    --hidden-dropout 0 --load "$BUILD/ckpt_sync" --use-checkpoint-opt-param-scheduler
+  grep -E 'loading checkpoint|iteration +(2[05]|30)/' "$BUILD/train_resume.log" | cut -c1-160 | tee -a "$RESULTS" || true
 fi
 
 section "done"

@@ -16,6 +16,8 @@
 
 namespace megatron::kernels {
 
+bool built_with_cuda() { return MEGATRON_CUDA_KERNELS != 0; }
+
 bool cuda_usable() {
 #if MEGATRON_CUDA_KERNELS
   return at::cuda::is_available();

@@ -180,11 +180,8 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   nlohmann::ordered_json header;
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
-  std::vector<at::Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
-    MEGATRON_CHECK(t.device().is_cpu(), "safetensors: tensor ", name, " is not on the CPU");
-    contiguous.push_back(t.detach().contiguous());
-    const std::uint64_t bytes = contiguous.back().nbytes();
+    const std::uint64_t bytes = t.nbytes();
     header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -201,7 +198,13 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   };
   put(&header_size, 8);
   put(text.data(), text.size());
-  for (const auto& t : contiguous) put(t.data_ptr(), t.nbytes());
+  // One tensor at a time: a device tensor (a synchronous save on GPU ranks) or a strided one is
+  // copied to contiguous host memory just before its bytes are written, so the host holds one
+  // tensor's copy, not the whole state's.
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor host = t.detach().to(at::kCPU).contiguous();
+    put(host.data_ptr(), host.nbytes());
+  }
   const std::uint64_t size = file.size();
   file.commit();
   return {size, crc};

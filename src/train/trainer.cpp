@@ -137,7 +137,12 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   device_ = kernels::select_device(comm_.local_rank());
   out_ << "> training on " << kernels::describe_device(device_) << " in " << plan_.precision.params_name
        << (device_.is_cpu() ? " (no usable GPU: CPU ranks)" : " (one GPU per rank, by local rank)") << std::endl;
-  logger_ = make_logger();
+  const model::ModelConfig& m = model_config_;
+  flops_per_iteration_ = flops_per_batch({m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
+                                          m.num_query_groups, m.kv_channels, m.padded_vocab_size, m.seq_length,
+                                          m.swiglu},
+                                         plan_.loop.global_batch_size);
+  logger_ = make_logger();  // after the FLOPs: --log-throughput divides them by the iteration time
   const std::uint64_t seed = plan_.loop.seed;
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
@@ -219,10 +224,6 @@ void Trainer::build_model() {
       pc_,
       parallel::PipelineShape{ps_->pp(), chunks, plan_.loop.num_microbatches, plan_.pipeline.microbatch_group_size},
       std::vector<std::int64_t>{seq, plan_.loop.micro_batch_size, config.hidden_size}, options);
-  const FlopsShape shape{config.num_layers,       config.hidden_size, config.ffn_hidden_size,
-                         config.num_attention_heads, config.num_query_groups, config.kv_channels,
-                         config.padded_vocab_size, config.seq_length, config.swiglu};
-  flops_per_iteration_ = flops_per_batch(shape, plan_.loop.global_batch_size);
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -256,6 +257,7 @@ std::unique_ptr<IterationLogger> Trainer::make_logger() {
   s.loop = plan_.loop;
   s.tensorboard = tb;
   s.world_size = plan_.parallel.world_size;
+  s.flops_per_iteration = flops_per_iteration_;
   s.seq_length = plan_.model.seq_length;
   s.show_grad_norm = plan_.loop.clip_grad > 0 || plan_.precision.mixed();
   s.memory_out = ps_->dp_rank() == 0 ? &any_ : nullptr;

@@ -6,7 +6,9 @@
 //     group simulated in-process: the model draws only what that rank holds), time and peak CPU
 //     bytes (counted by a CPU allocator), against the former scheme's cost for any rank: normal_
 //     over every element of the model;
-//   - from the measured rates, a 175B rank's (TP 8 x PP 16) initialisation before and after.
+//   - from the measured rates, a 175B rank's (TP 8 x PP 16) initialisation before and after;
+//   - with a GPU: the CUDA kernel's draw rate against LibTorch's normal_ on the same GPU tensor
+//     and its write bandwidth (fp32, 4 bytes per value).
 // Threads: --threads (default 1), the same for every figure. Usage:
 //   build/tests/benchmarks/bench_init [--threads 1] [--repeat 3]
 #include <ATen/ATen.h>
@@ -25,6 +27,7 @@
 
 #include "counting_allocator.h"
 #include "megatron/kernels/aten/init_ops.h"
+#include "megatron/kernels/device.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parameter_init.h"
 #include "megatron/parallel/single_process_context.h"
@@ -120,5 +123,25 @@ int main(int argc, char** argv) {
               "  former (every full weight, normal_ on %d thread(s)): %.0f s\n"
               "  counter-based, CPU (its 1/128 shard): %.1f s; on a GPU the same shard is drawn by the CUDA kernel\n",
               threads, params_175b / normal_rate, params_175b / 128 / counter_rate);
+
+  // 4. On a GPU: 2^28 values (1 GiB) per draw; reading one element back waits for the stream.
+  if (megatron::kernels::cuda_usable()) {
+    at::Tensor g = at::empty({std::int64_t{1} << 28}, at::TensorOptions().device(at::kCUDA));
+    const megatron::kernels::ShardRuns whole{1, g.numel(), 1, 0, 0, 0};
+    auto timed = [&](const std::function<void()>& draw) {
+      draw();
+      (void)g[0].item<float>();  // warm-up, then the best of `repeat` synchronised runs
+      return best_seconds(std::max(repeat, 5), [&] {
+        draw();
+        (void)g[0].item<float>();
+      });
+    };
+    const double torch_s = timed([&] { g.normal_(0.0, 0.02); });
+    const double ours_s = timed([&] { megatron::kernels::fill_counter_normal(g, 42, 0.02, whole); });
+    const double nv = static_cast<double>(g.numel());
+    std::printf("\nGPU, 2^28 fp32 values: LibTorch normal_ %.1f G values/s; counter-based kernel %.1f G values/s "
+                "(%.2fx), %.0f GB/s written\n",
+                nv / torch_s / 1e9, nv / ours_s / 1e9, torch_s / ours_s, nv * 4 / ours_s / 1e9);
+  }
   return 0;
 }

@@ -83,11 +83,12 @@ int main() {
            time_ms([&] { at::nll_loss(at::log_softmax(logits.to(at::kFloat), -1), target, {}, at::Reduction::None); }),
            copy_gbs);
     const at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
+    const at::Tensor total_weight = at::ones({}, cuda);  // unused without reduction, but CUDA requires it
     std::snprintf(name, sizeof name, "cross entropy bwd bf16 [8192, %lld]", static_cast<long long>(vocab));
     report(name, elems * 4, time_ms([&] { cross_entropy_backward(grad_loss, logits, target, r.max, r.sum_exp); }),
            time_ms([&] {
              at::_log_softmax_backward_data(
-                 at::nll_loss_backward(grad_loss, logp, target, {}, at::Reduction::None, -100, at::Tensor()), logp, -1,
+                 at::nll_loss_backward(grad_loss, logp, target, {}, at::Reduction::None, -100, total_weight), logp, -1,
                  at::kFloat)
                  .to(at::kBFloat16);
            }),

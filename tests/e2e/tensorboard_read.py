@@ -1,12 +1,16 @@
 """Reads a --tensorboard-dir with TensorBoard's own reader and checks it against the training log.
 
 usage: tensorboard_read.py TB_DIR LOG_FILE [--expect-tag TAG ...] [--absent-tag TAG ...]
+                           [--flops-per-token F]
 
 Every scalar the log prints must be in the event files at the same step, as TensorBoard shows it:
 'lm loss', 'learning-rate', 'loss-scale' and 'grad-norm' per iteration line (log interval 1),
 'batch-size', the 'vs samples' twins at the consumed-samples step, and 'lm loss validation' (and
 its ppl) for every validation line. Values are float32 in the file and printed with 7 significant
-digits in the log, hence the relative tolerance of 1e-6. Exits 1 naming the first difference.
+digits in the log, hence the relative tolerance of 1e-6. With --flops-per-token (the model's
+FLOPs per token by Megatron's formula, computed by the caller), 'throughput' at every iteration
+must be F x the printed tokens per second / 1e12: the log prints TFLOP/s with one decimal, too
+coarse for a small model on CPU ranks. Exits 1 naming the first difference.
 """
 import argparse
 import math
@@ -18,6 +22,7 @@ from tensorboard.backend.event_processing import event_accumulator
 ITERATION = re.compile(
     r"iteration\s+(\d+)/\s*\d+ \| consumed samples:\s+(\d+) \|.*?learning rate: (\S+) \| global batch size:\s+(\d+) \|"
     r"(?: lm loss: (\S+) \|)? loss scale: (\S+) \|(?: grad norm: (\S+) \|)?")
+TOKENS_PER_SECOND = re.compile(r"iteration\s+(\d+)/.*\| tokens per second per GPU: (\S+) \|")
 VALIDATION = re.compile(r"validation loss at iteration (\d+)(?: on (?:validation|test) set)? \| lm loss value: (\S+) \| "
                         r"lm loss PPL: (\S+) \|")
 
@@ -39,6 +44,7 @@ def main():
     parser.add_argument("log_file")
     parser.add_argument("--expect-tag", action="append", default=[])
     parser.add_argument("--absent-tag", action="append", default=[])
+    parser.add_argument("--flops-per-token", type=float)
     args = parser.parse_args()
 
     acc = event_accumulator.EventAccumulator(args.tb_dir, size_guidance={event_accumulator.SCALARS: 0})
@@ -59,6 +65,16 @@ def main():
     checked = 0
     with open(args.log_file, encoding="utf-8") as log:
         for line in log:
+            t = TOKENS_PER_SECOND.search(line)
+            if t and args.flops_per_token:
+                # tokens/s is printed with one decimal: a relative tolerance of 1e-4 covers it
+                it, tokens = int(t.group(1)), float(t.group(2))
+                want = args.flops_per_token * tokens / 1e12
+                got = [v for s, v in scalars.get("throughput", []) if s == it]
+                if not any(math.isclose(v, want, rel_tol=1e-4) for v in got):
+                    fail(f"'throughput' at step {it}: {args.flops_per_token:.0f} FLOPs per token x {tokens} tokens/s "
+                         f"is {want:.6g} TFLOP/s, TensorBoard has {got}")
+                checked += 1
             m = ITERATION.search(line)
             if m:
                 it, samples, lr, batch, loss, scale, norm = m.groups()

@@ -22,7 +22,10 @@ assert_succeeds "${RUN[@]}" --fp16 --initial-loss-scale 65536 --tensorboard-dir 
 assert_line "$WORK/out.txt" "> setting tensorboard ..."
 files=("$WORK"/tb1/events.out.tfevents.*)
 [[ ${#files[@]} -eq 1 && -s ${files[0]} ]] || fail "expected one event file in tb1/, found: ${files[*]}"
-"${READ[@]}" "$WORK/tb1" "$WORK/out.txt" --expect-tag iteration-time --expect-tag throughput \
+# Megatron's dense-GPT FLOPs per token for this model (layers 2, hidden 32, ffn 128, 4 heads of 32
+# channels, no GQA, vocabulary padded to 50304, seq 32): 6 (L h ffn 2 + L h 3q + L q h + h V + s L q).
+FLOPS_PER_TOKEN=$(( 6 * (2*32*128*2 + 2*32*(32 + 2*32) + 2*32*32 + 32*50304 + 32*2*32) ))
+"${READ[@]}" "$WORK/tb1" "$WORK/out.txt" --flops-per-token "$FLOPS_PER_TOKEN" --expect-tag iteration-time --expect-tag throughput \
   --expect-tag "world-size vs samples" --expect-tag "lm loss validation ppl vs samples" ||
   fail "TensorBoard's reading of tb1/ differs from the log"
 

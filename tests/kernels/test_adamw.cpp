@@ -32,7 +32,7 @@ AdamWLists make_lists(const std::vector<int64_t>& sizes, at::Device device, at::
     l.grads.push_back(at::randn({sizes[i]}, f32).to(grad_type));
     l.exp_avgs.push_back(at::zeros({sizes[i]}, f32));
     l.exp_avg_sqs.push_back(at::zeros({sizes[i]}, f32));
-    if (copy_type) l.param_copies.push_back(at::empty({sizes[i]}, f32.dtype(*copy_type)));
+    if (copy_type) l.param_copies.push_back(l.params.back().to(*copy_type));  // the model copy mirrors the params
     l.decays.push_back(i % 3 != 2);
   }
   return l;

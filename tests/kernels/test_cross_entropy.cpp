@@ -34,8 +34,10 @@ at::Tensor make_target(int64_t rows, int64_t vocab, const at::TensorOptions& opt
 std::pair<at::Tensor, at::Tensor> autograd_reference(const at::Tensor& logits, const at::Tensor& target,
                                                      const at::Tensor& grad_loss) {
   const at::Tensor leaf = logits.to(at::kFloat).detach().requires_grad_(true);
-  const at::Tensor loss = at::nll_loss(at::log_softmax(leaf, -1), target, {}, at::Reduction::None,
-                                       kCrossEntropyIgnoreIndex);
+  // nll_loss takes [rows, V]: leading dims ([s, b, V]) are flattened and the loss shaped back.
+  const at::Tensor loss = at::nll_loss(at::log_softmax(leaf, -1).reshape({-1, leaf.size(-1)}), target.reshape(-1), {},
+                                       at::Reduction::None, kCrossEntropyIgnoreIndex)
+                              .view(target.sizes());
   loss.backward(grad_loss);
   return {loss.detach(), leaf.grad()};
 }
@@ -139,8 +141,7 @@ TEST(CrossEntropyReference, RejectsMismatchedTarget) {
 }
 
 void check_unsharded(const at::Tensor& logits, const at::Tensor& target, const std::string& what) {
-  const int64_t rows = target.numel();
-  const at::Tensor grad_loss = at::randn({rows}, logits.options().dtype(at::kFloat));
+  const at::Tensor grad_loss = at::randn(target.sizes(), logits.options().dtype(at::kFloat));
   const auto [loss_hi, grad_hi] = autograd_reference(logits, target, grad_loss);
   const CrossEntropyResult r = cross_entropy_forward(logits, target);
   const CrossEntropyResult ref = cross_entropy_forward_reference(logits, target);

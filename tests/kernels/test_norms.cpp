@@ -95,7 +95,11 @@ void check_norm(bool rms, int64_t rows, int64_t hidden, at::ScalarType dtype, bo
   const ka::NormGrads lg =
       rms ? ka::rms_norm_bwd_reference(in.grad_out, input, in.weight, lo.rstd, in.grad_residual)
           : ka::layer_norm_bwd_reference(in.grad_out, input, in.weight, lo.mean, lo.rstd, bias, in.grad_residual);
-  expect_within_reference_error(kg.grad_input, lg.grad_input, t.grad_input, what + " grad_input");
+  // grad_input is rstd x (dy w minus its projections): its rounding grows with rstd |dy w|, which
+  // at hidden 1 (x - mean = 0, rstd = 1/sqrt(eps)) is large while the true gradient is zero.
+  const double grad_input_scale =
+      (in.grad_out.to(at::kFloat).abs().max() * in.weight.to(at::kFloat).abs().max() * k.rstd.max()).item<double>();
+  expect_within_reference_error(kg.grad_input, lg.grad_input, t.grad_input, what + " grad_input", grad_input_scale);
   expect_within_reference_error(kg.grad_weight, lg.grad_weight, t.grad_weight, what + " grad_weight");
   if (bias) {
     expect_within_reference_error(kg.grad_bias, lg.grad_bias, t.grad_bias, what + " grad_bias");

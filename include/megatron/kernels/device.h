@@ -11,6 +11,8 @@
 
 namespace megatron::kernels {
 
+// Whether this build has the CUDA kernels and LibTorch's CUDA half (a GPU may still be absent).
+bool built_with_cuda();
 // Whether this process can run on a GPU.
 bool cuda_usable();
 // The GPUs this process sees (0 without CUDA).

@@ -17,9 +17,10 @@ PYTHON="$ROOT/.venv/bin/python"
 TARGETS=(megatron_train test_kernels test_kernel_ops bench_norms_activations bench_softmax_rope_ce
   bench_adamw_attention bench_init)
 
+mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGATRON_CUDA=ON -DMEGATRON_TORCH=ON \
   "-DMEGATRON_CUDA_ARCHITECTURES=$ARCH" -DMEGATRON_BUILD_BENCHMARKS=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
-  "-DCMAKE_PREFIX_PATH=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >"$BUILD.configure.log"
+  "-DCMAKE_PREFIX_PATH=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')" >"$BUILD/configure.log"
 ninja -C "$BUILD" ${MEGATRON_JOBS:+-j "$MEGATRON_JOBS"} "${TARGETS[@]}"
 bash "$ROOT/tests/check_torch_cuda_linkage.sh" "$BUILD" >/dev/null || {
   echo "gpu_prebuild: some binaries would lack ATen's CUDA kernels" >&2

@@ -1,11 +1,16 @@
 // PipelineExecutor (see pipeline_executor.h). Per (microbatch, chunk) it keeps the step's input
 // and output until the backward step, the received output gradient until then, and the input
-// gradient until it is sent. Tags: 2 * (microbatch * V + chunk) + direction, with the chunk the
+// gradient until it is sent. An output sent to the next stage keeps only its autograd node: its
+// data is released once the send has its own reference (Megatron's deallocate_output_tensor), and
+// its backward starts from the node with the received gradient (Megatron's custom_backward), so
+// a stage holds its saved inputs for the micro-batches in flight, not their outputs too. Tags: 2 * (microbatch * V + chunk) + direction, with the chunk the
 // sender names (the first stage's chunk c + 1 receives the last stage's chunk c), modulo 32768.
 #include "megatron/parallel/pipeline_executor.h"
 
 #include <ATen/ops/empty.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
 #include <map>
@@ -27,6 +32,21 @@ at::Tensor take(std::map<Key, at::Tensor>& from, const Key& key, const char* wha
   at::Tensor t = std::move(it->second);
   from.erase(it);
   return t;
+}
+
+// Replaces the data of a sent output by one element, keeping its autograd node. Only for a tensor
+// that owns its storage alone (not a view, whose base would keep the memory anyway).
+void release_data(at::Tensor& output) {
+  if (output.is_view() || !output.requires_grad()) return;
+  output.set_data(at::empty({1}, output.options()));
+}
+
+// Backward from `output`'s node with `grad` of the original shape: the engine checks the gradient
+// against the node's recorded input shape, not against the (released) tensor.
+void backward_from_node(const at::Tensor& output, const at::Tensor& grad) {
+  auto& engine = torch::autograd::Engine::get_default_engine();
+  engine.execute({torch::autograd::impl::gradient_edge(output)}, {grad}, /*keep_graph=*/false,
+                 /*create_graph=*/false, /*accumulate_grad=*/true);
 }
 
 }  // namespace
@@ -86,7 +106,7 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
       const at::Tensor output_grad = last_virtual(e.chunk) ? at::Tensor() : take(output_grads, key, "received output gradient");
       const auto step_start = Clock::now();
       if (output_grad.defined()) {
-        torch::autograd::backward({output}, {output_grad});
+        backward_from_node(output, output_grad);
       } else {
         torch::autograd::backward({output});
       }
@@ -110,8 +130,15 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
       const Key k{t.microbatch, t.chunk};
       switch (t.op) {
         case PipelineOp::kSendForward: {
-          const at::Tensor out = (training ? outputs.at(k) : take(outputs, k, "forward output")).detach().contiguous();
+          at::Tensor& kept = outputs.at(k);
+          // A copy when the output is not contiguous; else the same storage, which the send holds.
+          const at::Tensor out = kept.detach().contiguous();
           sends.push_back(pc_->comm->send(out, next, group, tag(t.microbatch, t.chunk, true)));
+          if (training) {
+            release_data(kept);
+          } else {
+            outputs.erase(k);
+          }
           break;
         }
         case PipelineOp::kSendBackward:
@@ -150,15 +177,13 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     }
     for (auto& [k, t] : received_inputs) inputs[k] = training ? t.requires_grad_(true) : t;
     for (auto& [k, t] : received_grads) output_grads[k] = t;
-    // Let finished sends go (their buffers with them).
-    std::vector<Work> pending;
-    for (auto& w : sends) {
-      if (!w.test()) pending.push_back(std::move(w));
-    }
-    sends = std::move(pending);
+    // The exchange's sends complete with it, as Megatron's p2p exchanges wait on every request: a
+    // released output's data goes with its send here, not whenever the peer gets to it. (On GPUs
+    // NCCL's wait orders the streams; the host does not block.)
+    for (auto& w : sends) w.wait();
+    sends.clear();
     i = end;
   }
-  for (auto& w : sends) w.wait();
   timing_ = {std::chrono::duration<double>(busy).count(), std::chrono::duration<double>(Clock::now() - run_start).count()};
   MEGATRON_ASSERT(outputs.empty() && output_grads.empty() && input_grads.empty(),
                   "pipeline executor: the schedule left steps unfinished");

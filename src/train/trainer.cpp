@@ -24,7 +24,9 @@
 #include "megatron/train/iteration_logger.h"
 #include "megatron/train/memory_preflight.h"
 #include "megatron/train/rank_agreement.h"
+#include "megatron/train/startup_report.h"
 #include "megatron/train/step_runner.h"
+#include "megatron/train/theoretical_memory.h"
 #include "megatron/train/train_state.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
@@ -64,6 +66,7 @@ class Trainer {
   void build_model();
   void build_datasets();
   std::unique_ptr<IterationLogger> make_logger();
+  void report_theoretical_memory();
   // --load: the parameters, and unless --finetune the counters, scheduler, optimizer and RNG state.
   void load_checkpoint();
   checkpoint::CheckpointState checkpoint_state() const;
@@ -109,6 +112,7 @@ class Trainer {
   std::unique_ptr<StepRunner> step_runner_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<IterationLogger> logger_;
+  std::unique_ptr<StartupReport> report_;
   data::GptDatasets datasets_;
   std::unique_ptr<BatchReader> train_reader_;
   TrainState state_;
@@ -147,6 +151,9 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
                                                   kernels::make_generator(device_, ps_->model_parallel_seed(seed))});
+  report_ = std::make_unique<StartupReport>(comm_, *pc_.world, out_, last_);
+  report_->initialized();
+  report_->start("model-and-optimizer-setup");
   layout_ = plan_.pipeline.layout(model_config_.num_layers, ps_->pp());
   check_memory_fits(model_config_, rank_share(), memory_settings(), device_memory(device_, comm_.local_size()));
   build_model();
@@ -163,6 +170,9 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   checkpointer_->on_commit([this] { logger_->flush(); });  // a job stopped after a save keeps its curves
   load_checkpoint();
   checkpointer_->check_save_folder(model_config_, state_.iteration);
+  report_->stop("model-and-optimizer-setup");
+  report_->datetime("after model, optimizer, and learning rate scheduler are built");
+  report_->start("train/valid/test-data-iterators-setup");
   build_datasets();
   const std::int64_t train_iters = plan_.loop.train_iters;
   MEGATRON_CHECK(datasets_.train() != nullptr || state_.iteration >= train_iters,
@@ -172,7 +182,24 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
                                                   static_cast<std::uint64_t>(state_.consumed_train_samples),
                                                   reader_options());
   }
+  report_->stop("train/valid/test-data-iterators-setup");
+  report_->datetime("after dataloaders are built");
   checkpointer_->write_run_config(run_config());
+}
+
+// Megatron's theoretical memory footprint of this layout (rank 0), before anything trains.
+void Trainer::report_theoretical_memory() {
+  TheoreticalMemoryInputs in;
+  in.model = model_config_;
+  in.tp = ps_->tp();
+  in.pp = ps_->pp();
+  in.dp = ps_->dp();
+  in.virtual_stages = layout_.chunks > 1 ? layout_.chunks : 0;
+  in.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
+  in.micro_batch_size = plan_.loop.micro_batch_size;
+  in.num_microbatches = plan_.loop.num_microbatches;
+  for (const std::string& line : theoretical_memory(in).lines) out_ << line << "\n";
+  out_.flush();
 }
 
 RankShare Trainer::rank_share() const {
@@ -385,7 +412,11 @@ std::optional<EarlyExit> Trainer::checkpoint_and_decide_exit() {
 
 TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   setup(startup_messages);
-  out_ << "done with setup ...\ntraining ..." << std::endl;
+  out_ << "done with setup ..." << std::endl;
+  report_->log_timers();
+  report_theoretical_memory();
+  out_ << "training ..." << std::endl;
+  report_->datetime("before the start of training step");
   last_saved_ = state_.iteration;
   logger_->start(state_.iteration);
   const LoopPlan& loop = plan_.loop;
@@ -407,6 +438,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
     logger_->flush();
     return result_;
   }
+  report_->datetime("after training is done");
   save_if_new();
   checkpointer_->poll(/*blocking=*/true);
   const std::string at = "iteration " + std::to_string(state_.iteration);

@@ -2,10 +2,15 @@
 #include "megatron/train/training_log.h"
 
 #include <sys/time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace megatron::train {
 namespace {
@@ -58,6 +63,35 @@ std::string timestamp_now() {
   const std::size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &local);
   std::snprintf(buf + n, sizeof(buf) - n, ".%06ld", static_cast<long>(tv.tv_usec));
   return buf;
+}
+
+std::string format_timer_block(const std::vector<TimerRange>& timers) {
+  std::string out = "(min, max) time across ranks (ms):";
+  for (const TimerRange& t : timers) {
+    std::string label = t.name + " ";
+    if (label.size() < 48) label.append(48 - label.size(), '.');
+    char values[96];
+    std::snprintf(values, sizeof(values), ": (%.2f, %.2f)", t.min_ms, t.max_ms);
+    out += "\n    " + label + values;
+  }
+  return out;
+}
+
+double seconds_since_process_start() {
+  // Field 22 of /proc/self/stat is the start time in clock ticks after boot; the command name
+  // (field 2, in parentheses) may hold spaces, so the fields are counted after its last ')'.
+  std::ifstream stat("/proc/self/stat");
+  std::ifstream uptime_file("/proc/uptime");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  double uptime = 0;
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos || !(uptime_file >> uptime)) return 0.0;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {
+    if (i == 22) return std::max(0.0, uptime - std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK)));
+  }
+  return 0.0;
 }
 
 std::string format_datetime_line(const std::string& what) {

@@ -38,6 +38,18 @@ std::string format_validation_block(const std::string& prefix,
 // Now, as Megatron's log prints it: "YYYY-MM-DD HH:MM:SS.ffffff".
 std::string timestamp_now();
 
+// Megatron's timer block (--timing-log-option minmax): "(min, max) time across ranks (ms):" then
+// per timer "\n    <name + ' ', padded with '.' to 48>: (<min>, <max>)" with two decimals.
+struct TimerRange {
+  std::string name;
+  double min_ms = 0, max_ms = 0;
+};
+std::string format_timer_block(const std::vector<TimerRange>& timers);
+
+// Seconds since this process started (Linux: /proc/self/stat against /proc/uptime, in clock
+// ticks), the base of Megatron's "time to initialize megatron".
+double seconds_since_process_start();
+
 // Megatron's print_datetime line: "[<what>] datetime: 2026-11-24 13:09:49.123456 " (now, local).
 std::string format_datetime_line(const std::string& what);
 

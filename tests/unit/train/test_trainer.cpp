@@ -175,6 +175,29 @@ TEST(Trainer, LossFallsAndMegatronLinesArePrinted) {
   EXPECT_EQ(iterations, (std::vector<std::string>{"1", "2", "4", "6", "8", "10", "12"}));
   EXPECT_NE(out.find(" validation loss at iteration 3 | lm loss value: "), std::string::npos);
   EXPECT_NE(out.find(" validation loss at iteration 12 on test set | "), std::string::npos);
+
+  // Megatron's start-up report (spec 5.3, items 6 and 9), in Megatron's order.
+  std::size_t at = 0;
+  for (const std::string& expected :
+       {std::string("time to initialize megatron (seconds): "), std::string("[after megatron is initialized] datetime: "),
+        std::string("[after model, optimizer, and learning rate scheduler are built] datetime: "),
+        std::string("[after dataloaders are built] datetime: "), std::string("done with setup ...\n"),
+        std::string("(min, max) time across ranks (ms):\n    model-and-optimizer-setup ......................: ("),
+        std::string("\n    train/valid/test-data-iterators-setup ..........: ("),
+        std::string("Theoretical memory footprints: weight and optimizer="), std::string("training ...\n"),
+        std::string("[before the start of training step] datetime: "),
+        std::string("[after training is done] datetime: "), std::string(" validation loss at iteration 12 on validation set")}) {
+    const std::size_t found = out.find(expected, at);
+    ASSERT_NE(found, std::string::npos) << "missing, or out of Megatron's order: " << expected;
+    at = found + expected.size();
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(time to initialize megatron \(seconds\): \d+\.\d{3}\n)")));
+  // The tiny model (2 layers, hidden 32, ffn 128, tied, vocabulary 50304) by Megatron's formula:
+  // 2 x (2 x 32 x (128 + 2) + 2 x 32 x 32 x 2) + 2 x 32 = 24,896 in the layers and final norm,
+  // 1,609,728 in the embedding, 1,634,624 in all, times 18 bytes = 28.06 MiB.
+  EXPECT_NE(out.find("Number of parameters in most loaded shard in billions: 0.0016\n"
+                     "Theoretical memory footprints: weight and optimizer=28.06 MB\n"),
+            std::string::npos);
 }
 
 TEST(Trainer, RefusesACheckpointOfAnotherShape) {

@@ -2,6 +2,7 @@
 // FLOPs formula behind --log-throughput.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <regex>
 
 #include "megatron/train/training_log.h"
@@ -71,6 +72,29 @@ TEST(TrainingLog, FlopsFollowMegatronsFormula) {
                                       12288.0 * 51200;
   EXPECT_DOUBLE_EQ(flops_per_batch(s, 1), 6 * (2048 * per_token + 2048.0 * 2048 * 96 * q));
   EXPECT_NEAR(flops_per_batch(s, 1536) / 1e18, 3.3406, 0.0001);  // about 6 x 175e9 x 3.1M tokens, plus attention
+}
+
+// Megatron's timers.log with --timing-log-option minmax: the label is the name and a space,
+// padded with dots to 48 characters, indented by four.
+TEST(TrainingLog, TimerBlockIsMegatronsMinMaxFormat) {
+  EXPECT_EQ(format_timer_block({{"model-and-optimizer-setup", 1234.5678, 2345.0},
+                                {"train/valid/test-data-iterators-setup", 0.5, 12.346}}),
+            "(min, max) time across ranks (ms):\n"
+            "    model-and-optimizer-setup ......................: (1234.57, 2345.00)\n"
+            "    train/valid/test-data-iterators-setup ..........: (0.50, 12.35)");
+  // A name of 48 characters or more is not padded.
+  const std::string long_name(50, 'x');
+  EXPECT_EQ(format_timer_block({{long_name, 1, 2}}), "(min, max) time across ranks (ms):\n    " + long_name + " : (1.00, 2.00)");
+}
+
+TEST(TrainingLog, ProcessStartIsInThePast) {
+  const double a = seconds_since_process_start();
+  EXPECT_GE(a, 0.0);
+  EXPECT_LT(a, 3600.0) << "this test process started within the hour";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  EXPECT_GE(seconds_since_process_start(), a + 0.01) << "the clock ticks are 10 ms";
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // gradient until it is sent. An output sent to the next stage keeps only its autograd node: its
 // data is released once the send has its own reference (Megatron's deallocate_output_tensor), and
 // its backward starts from the node with the received gradient (Megatron's custom_backward), so
-// a stage holds its saved inputs for the micro-batches in flight, not their outputs too. Tags: 2 * (microbatch * V + chunk) + direction, with the chunk the
-// sender names (the first stage's chunk c + 1 receives the last stage's chunk c), modulo 32768.
+// a stage holds its saved inputs for the micro-batches in flight, not their outputs too.
+// Tags: 2 * (microbatch * V + chunk) + direction, with the chunk the sender names (the first
+// stage's chunk c + 1 receives the last stage's chunk c), modulo 32768.
 #include "megatron/parallel/pipeline_executor.h"
 
 #include <ATen/ops/empty.h>

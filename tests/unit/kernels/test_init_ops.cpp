@@ -2,7 +2,8 @@
 // glibc's logf and sincosf): the same stream elements, so the two differ only by the few ulps
 // between CUDA's and glibc's logf / sincosf. Covers whole tensors past one grid's worth of
 // blocks, shards with strided runs, and an offset base. Skipped without a GPU (gpu_check.sh
-// counts a skip as a failure there).
+// counts a skip as a failure there). Also here: a CUDA build's ATen CUDA kernels are registered
+// in this binary (without a GPU too; tests/check_torch_cuda_linkage.sh checks every binary).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>

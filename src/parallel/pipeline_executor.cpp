@@ -77,7 +77,29 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     return (2 * (microbatch * chunks + sender_chunk) + (forward ? 0 : 1)) % 32768;
   };
   std::map<Key, at::Tensor> inputs, outputs, output_grads, input_grads;
-  std::vector<Work> sends;
+  // A posted transfer and what it moves, for the message when it does not complete.
+  struct Transfer {
+    Work work;
+    Key key;
+    bool activation;  // else a gradient
+    bool sending;
+    int peer;
+  };
+  // Waits for every transfer; a timeout names the stage and the transfer (the communicator's
+  // message names rank, group and operation).
+  auto wait_all = [&](std::vector<Transfer>& transfers) {
+    for (Transfer& t : transfers) {
+      try {
+        t.work.wait();
+      } catch (const Error& error) {
+        MEGATRON_FAIL(error.what(), " [pipeline stage ", stage, " of ", stages,
+                      t.sending ? " sending the " : " waiting for the ", t.activation ? "activation" : "gradient",
+                      " of micro-batch ", t.key.first, ", chunk ", t.key.second, t.sending ? " to stage " : " from stage ",
+                      t.peer, "]");
+      }
+    }
+    transfers.clear();
+  };
   using Clock = std::chrono::steady_clock;
   const auto run_start = Clock::now();
   Clock::duration busy{};
@@ -125,7 +147,7 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
     std::size_t end = i;
     while (end < events.size() && is_transfer(events[end].op)) ++end;
     std::vector<std::pair<Key, at::Tensor>> received_inputs, received_grads;
-    std::vector<Work> receives;
+    std::vector<Transfer> sends, receives;
     for (std::size_t j = i; j < end; ++j) {
       const PipelineEvent& t = events[j];
       const Key k{t.microbatch, t.chunk};
@@ -134,7 +156,7 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
           at::Tensor& kept = outputs.at(k);
           // A copy when the output is not contiguous; else the same storage, which the send holds.
           const at::Tensor out = kept.detach().contiguous();
-          sends.push_back(pc_->comm->send(out, next, group, tag(t.microbatch, t.chunk, true)));
+          sends.push_back({pc_->comm->send(out, next, group, tag(t.microbatch, t.chunk, true)), k, true, true, next});
           if (training) {
             release_data(kept);
           } else {
@@ -143,20 +165,23 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
           break;
         }
         case PipelineOp::kSendBackward:
-          sends.push_back(pc_->comm->send(take(input_grads, k, "input gradient").contiguous(), prev, group,
-                                          tag(t.microbatch, t.chunk, false)));
+          sends.push_back({pc_->comm->send(take(input_grads, k, "input gradient").contiguous(), prev, group,
+                                           tag(t.microbatch, t.chunk, false)),
+                           k, false, true, prev});
           break;
         case PipelineOp::kRecvForward: {
           at::Tensor buffer = at::empty(activation_shape_, options_);
           const int sender_chunk = stage == 0 ? t.chunk - 1 : t.chunk;
-          receives.push_back(pc_->comm->recv(buffer, prev, group, tag(t.microbatch, sender_chunk, true)));
+          receives.push_back({pc_->comm->recv(buffer, prev, group, tag(t.microbatch, sender_chunk, true)), k, true,
+                              false, prev});
           received_inputs.emplace_back(k, buffer);
           break;
         }
         case PipelineOp::kRecvBackward: {
           at::Tensor buffer = at::empty(activation_shape_, options_);
           const int sender_chunk = stage == stages - 1 ? t.chunk + 1 : t.chunk;
-          receives.push_back(pc_->comm->recv(buffer, next, group, tag(t.microbatch, sender_chunk, false)));
+          receives.push_back({pc_->comm->recv(buffer, next, group, tag(t.microbatch, sender_chunk, false)), k, false,
+                              false, next});
           received_grads.emplace_back(k, buffer);
           break;
         }
@@ -164,25 +189,13 @@ void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const Pipel
           MEGATRON_ASSERT(false, "not a transfer");
       }
     }
-    for (std::size_t w = 0; w < receives.size(); ++w) {
-      try {
-        receives[w].wait();
-      } catch (const Error& error) {
-        // Name the stage and the transfer; the communicator's message names rank, group and operation.
-        const bool forward = w < received_inputs.size();
-        const Key& k = forward ? received_inputs[w].first : received_grads[w - received_inputs.size()].first;
-        MEGATRON_FAIL(error.what(), " [pipeline stage ", stage, " of ", stages, " waiting for the ",
-                      forward ? "activation" : "gradient", " of micro-batch ", k.first, ", chunk ", k.second, " from stage ",
-                      forward ? prev : next, "]");
-      }
-    }
+    wait_all(receives);
     for (auto& [k, t] : received_inputs) inputs[k] = training ? t.requires_grad_(true) : t;
     for (auto& [k, t] : received_grads) output_grads[k] = t;
     // The exchange's sends complete with it, as Megatron's p2p exchanges wait on every request: a
     // released output's data goes with its send here, not whenever the peer gets to it. (On GPUs
     // NCCL's wait orders the streams; the host does not block.)
-    for (auto& w : sends) w.wait();
-    sends.clear();
+    wait_all(sends);
     i = end;
   }
   timing_ = {std::chrono::duration<double>(busy).count(), std::chrono::duration<double>(Clock::now() - run_start).count()};

@@ -131,7 +131,9 @@ stage_never_sends() {
   [[ $elapsed -le 150 ]] || fail "the job took $elapsed s to end (timeout 1 minute)"
   grep -qE "did not complete within 1 minute \(--distributed-timeout-minutes\)" "$WORK/hang_err.txt" ||
     { show "$WORK/hang_err.txt" stderr; fail "no timeout message"; }
-  grep -qE "pipeline stage 1 of 2 waiting for the activation of micro-batch [0-9]+|rank 1\] [a-z_]+ on the [a-z-]+ group" \
+  # Stage 1 is stuck receiving from stage 0 or sending to it (an exchange waits for both), or in a
+  # collective of the step (the gradient norm, the loss), which names itself.
+  grep -qE "pipeline stage 1 of 2 (waiting for|sending) the (activation|gradient) of micro-batch [0-9]+, chunk 0 (from|to) stage 0\]|rank 1\] [a-z_]+ on the [a-z-]+ group" \
     "$WORK/hang_err.txt" || { show "$WORK/hang_err.txt" stderr; fail "the message names neither the waiting stage nor the operation"; }
   ok "exit $rc after $elapsed s: $(grep -m1 'did not complete' "$WORK/hang_err.txt" | cut -c1-220)"
 }

@@ -130,10 +130,9 @@ IndexFootprint GptDataset::footprint(const TokenSource& source,
   out.epochs = clamp(epochs);
   out.samples = clamp(samples - 1);
   out.disk_bytes = clamp(document_bytes + sample_bytes + shuffle_bytes);
-  // Building holds the split's sequence ids, the document index twice (the final epoch is
-  // shuffled separately and appended) and the shuffle index twice (its two parts, joined).
-  out.memory_bytes =
-      clamp(4 * documents_per_epoch + 2 * document_bytes + sample_bytes + 2 * shuffle_bytes);
+  // Building holds the document entries (sequence id and length, 8 bytes each) with the sample
+  // index and the int32 document index made from them, then the shuffle index.
+  out.memory_bytes = clamp(2 * document_bytes + document_bytes + sample_bytes + shuffle_bytes);
   return out;
 }
 
@@ -280,26 +279,25 @@ bool GptDataset::load_indices(const IndexCache& cache) {
 }
 
 void GptDataset::build_indices() {
-  const UnalignedArray<std::int32_t> lengths = source_->sequence_lengths();
-  std::vector<std::int32_t> documents(static_cast<std::size_t>(documents_.end - documents_.begin));
-  std::iota(documents.begin(), documents.end(), static_cast<std::int32_t>(documents_.begin));
   const std::int64_t tokens_per_epoch = source_->num_tokens(documents_.begin, documents_.end);
   const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const EpochPlan plan =
       plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
 
   RandomState random(config_.random_seed);
-  std::vector<std::int32_t> document_index =
-      build_document_index(documents, plan.num_epochs, random, plan.separate_final_epoch);
+  std::vector<DocumentEntry> entries =
+      build_document_index(source_->sequence_lengths(), documents_.begin, documents_.end,
+                           plan.num_epochs, random, plan.separate_final_epoch);
   const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
-  sample_index_ = build_sample_index(lengths, document_index, config_.sequence_length,
-                                     plan.num_epochs, tokens_per_epoch, drop_last, extra);
+  sample_index_ = build_sample_index(entries, config_.sequence_length, plan.num_epochs,
+                                     tokens_per_epoch, drop_last, extra);
+  document_index_ = document_index_of(entries);
+  std::vector<DocumentEntry>().swap(entries);
   const std::uint64_t total = sample_index_.shape()[0] - 1;
   shuffle_index_ = build_shuffle_index(
       plan.separate_final_epoch ? static_cast<std::uint64_t>(plan.num_samples_sans_final_epoch)
                                 : total,
       total, random);
-  document_index_ = IndexArray::from_vector(std::move(document_index));
   built_anew_ = true;
   log_info(config_.info, str_cat("> total number of samples: ", total));
   log_info(config_.info, str_cat("> total number of epochs: ", plan.num_epochs));

@@ -58,48 +58,43 @@ RandomState::RandomState(std::uint32_t seed) {
 void RandomState::regenerate() {
   constexpr std::size_t kN = 624;
   constexpr std::size_t kM = 397;
-  constexpr std::uint32_t kMatrixA = 0x9908b0dfU;
-  for (std::size_t i = 0; i < kN; ++i) {
-    const std::uint32_t y = (state_[i] & 0x80000000U) | (state_[(i + 1) % kN] & 0x7fffffffU);
-    state_[i] = state_[(i + kM) % kN] ^ (y >> 1) ^ ((y & 1U) != 0 ? kMatrixA : 0U);
-  }
+  const auto twist = [](std::uint32_t upper, std::uint32_t lower, std::uint32_t far) {
+    const std::uint32_t y = (upper & 0x80000000U) | (lower & 0x7fffffffU);
+    return far ^ (y >> 1) ^ ((y & 1U) != 0 ? 0x9908b0dfU : 0U);
+  };
+  std::size_t i = 0;
+  for (; i < kN - kM; ++i) state_[i] = twist(state_[i], state_[i + 1], state_[i + kM]);
+  for (; i < kN - 1; ++i) state_[i] = twist(state_[i], state_[i + 1], state_[i + kM - kN]);
+  state_[kN - 1] = twist(state_[kN - 1], state_[0], state_[kM - 1]);
   position_ = 0;
 }
 
-std::uint32_t RandomState::next_uint32() {
-  if (position_ >= state_.size()) regenerate();
-  std::uint32_t y = state_[position_++];
-  y ^= y >> 11;
-  y ^= (y << 7) & 0x9d2c5680U;
-  y ^= (y << 15) & 0xefc60000U;
-  y ^= y >> 18;
-  return y;
-}
-
-std::uint64_t RandomState::next_uint64() {
-  const std::uint64_t high = next_uint32();
-  return (high << 32) | next_uint32();
-}
-
-std::uint64_t RandomState::interval(std::uint64_t max) {
-  if (max == 0) return 0;
-  std::uint64_t mask = max;
-  mask |= mask >> 1;
-  mask |= mask >> 2;
-  mask |= mask >> 4;
-  mask |= mask >> 8;
-  mask |= mask >> 16;
-  mask |= mask >> 32;
-  std::uint64_t value = 0;
-  if (max <= 0xffffffffULL) {
-    while ((value = (next_uint32() & mask)) > max) {
-    }
-  } else {
-    while ((value = (next_uint64() & mask)) > max) {
-    }
+template <typename T>
+void RandomState::shuffle(std::span<T> values) {
+  constexpr std::size_t kAhead = 64;  // a power of two: swap i's partner waits in slot i % kAhead
+  const std::size_t n = values.size();
+  if (n < 2) return;
+  std::array<std::size_t, kAhead> partner{};
+  const auto draw = [&](std::size_t i) {
+    const auto j = static_cast<std::size_t>(interval(i));
+    partner[i % kAhead] = j;
+    __builtin_prefetch(&values[j], 1);
+  };
+  const std::size_t primed_to = n - 1 > kAhead ? n - 1 - kAhead : 0;  // drawn: i > primed_to
+  for (std::size_t i = n - 1; i > primed_to; --i) draw(i);
+  for (std::size_t i = n - 1; i >= 1; --i) {
+    const std::size_t j = partner[i % kAhead];
+    if (i > kAhead) draw(i - kAhead);  // numpy's next draw, into the slot just read
+    const T tmp = values[j];
+    values[j] = values[i];
+    values[i] = tmp;
   }
-  return value;
 }
+
+template void RandomState::shuffle(std::span<std::int32_t>);
+template void RandomState::shuffle(std::span<std::uint32_t>);
+template void RandomState::shuffle(std::span<std::int64_t>);
+template void RandomState::shuffle(std::span<std::uint64_t>);
 
 SeedSequence::SeedSequence(std::uint64_t entropy) {
   std::vector<std::uint32_t> words;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -18,29 +19,48 @@ class RandomState {
  public:
   explicit RandomState(std::uint32_t seed);
 
-  std::uint32_t next_uint32();
+  std::uint32_t next_uint32() {
+    if (position_ >= state_.size()) regenerate();
+    return temper(state_[position_++]);
+  }
   // Two 32-bit outputs, the first in the high half (numpy's mt19937_next64).
-  std::uint64_t next_uint64();
+  std::uint64_t next_uint64() {
+    const std::uint64_t high = next_uint32();
+    return (high << 32) | next_uint32();
+  }
 
   // numpy's legacy random_interval(max): a value in [0, max] by masked rejection (32-bit draws
   // when max < 2^32, else 64-bit draws). Also what RandomState.randint(0, max + 1,
   // dtype=int64) draws per element.
-  std::uint64_t interval(std::uint64_t max);
+  std::uint64_t interval(std::uint64_t max) {
+    if (max == 0) return 0;
+    const std::uint64_t mask = ~std::uint64_t{0} >> std::countl_zero(max);
+    std::uint64_t value = 0;
+    if (max <= 0xffffffffULL) {
+      while ((value = (next_uint32() & mask)) > max) {
+      }
+    } else {
+      while ((value = (next_uint64() & mask)) > max) {
+      }
+    }
+    return value;
+  }
 
   // RandomState.shuffle(a) for a 1-D array: for i = n-1 down to 1, swap a[i] and
-  // a[interval(i)].
+  // a[interval(i)]. The same draws in the same order, each swap's far element prefetched
+  // dozens of swaps ahead: on arrays larger than the caches a shuffle is bound by memory latency,
+  // not by the generator (instantiated for int32, uint32, int64 and uint64).
   template <typename T>
-  void shuffle(std::span<T> values) {
-    for (std::size_t i = values.size(); i-- > 1;) {
-      const std::size_t j = static_cast<std::size_t>(interval(i));
-      const T tmp = values[j];
-      values[j] = values[i];
-      values[i] = tmp;
-    }
-  }
+  void shuffle(std::span<T> values);
 
  private:
   void regenerate();
+  static std::uint32_t temper(std::uint32_t y) {
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    return y ^ (y >> 18);
+  }
 
   std::array<std::uint32_t, 624> state_{};
   std::size_t position_ = 624;

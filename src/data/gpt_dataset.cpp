@@ -130,11 +130,9 @@ IndexFootprint GptDataset::footprint(const TokenSource& source,
   out.epochs = clamp(epochs);
   out.samples = clamp(samples - 1);
   out.disk_bytes = clamp(document_bytes + sample_bytes + shuffle_bytes);
-  // Building holds the document entries (sequence id and length, 8 bytes each) and the shuffle
-  // index; the document and sample indices stream into the cache files, or without a cache
-  // (mock data and no --data-cache-path) are held in memory too.
-  out.memory_bytes = clamp(2 * document_bytes + shuffle_bytes +
-                           (out.cache_folder.empty() ? document_bytes + sample_bytes : 0));
+  // Building holds the document entries (sequence id and length, 8 bytes each) with the sample
+  // index and the int32 document index made from them, then the shuffle index.
+  out.memory_bytes = clamp(2 * document_bytes + document_bytes + sample_bytes + shuffle_bytes);
   return out;
 }
 
@@ -211,7 +209,7 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
   const std::string what = class_name_ + " " + split_name(split_) + " indices";
   if (cache_folder_.empty()) {
     log_info(config_.info, "Build and save the " + what);
-    build_indices(nullptr);
+    build_indices();
     log_info(config_.info, "Unable to save " + class_name_ + " indexes: no --data-cache-path");
     return;
   }
@@ -227,7 +225,8 @@ GptDataset::GptDataset(std::shared_ptr<const TokenSource> source,
                  " and its .npy files); rank 0 builds them: check that every rank sees the same "
                  "--data-cache-path on a shared file system");
   log_info(config_.info, "Build and save the " + what);
-  build_indices(&cache);
+  build_indices();
+  cache.save(description_, {document_index_, sample_index_, shuffle_index_});
 }
 
 // The cache is named by its description (path, split, seed, sizes), not by the data: a dataset
@@ -279,55 +278,26 @@ bool GptDataset::load_indices(const IndexCache& cache) {
   return true;
 }
 
-// With a cache, the document and sample indices are streamed into its files as they are made
-// (at 100M documents they would otherwise be another gigabyte of fresh memory) and all three
-// are then mapped from there, as a cache hit maps them.
-void GptDataset::build_indices(const IndexCache* cache) {
+void GptDataset::build_indices() {
   const std::int64_t tokens_per_epoch = source_->num_tokens(documents_.begin, documents_.end);
   const std::int32_t extra = config_.add_extra_token_to_sequence ? 1 : 0;
   const EpochPlan plan =
       plan_epochs(tokens_per_epoch, num_samples_, config_.sequence_length, extra);
 
-  // Megatron's draws: the document index, then the shuffle index (the sample index draws none).
   RandomState random(config_.random_seed);
   std::vector<DocumentEntry> entries =
       build_document_index(source_->sequence_lengths(), documents_.begin, documents_.end,
                            plan.num_epochs, random, plan.separate_final_epoch);
   const bool drop_last = split_ != Split::kValid || config_.drop_last_partial_validation_sequence;
-  const SampleIndexShape samples = sample_index_shape(
-      entries.size(), config_.sequence_length, plan.num_epochs, tokens_per_epoch, drop_last, extra);
-  const auto total = static_cast<std::uint64_t>(samples.num_samples);
+  sample_index_ = build_sample_index(entries, config_.sequence_length, plan.num_epochs,
+                                     tokens_per_epoch, drop_last, extra);
+  document_index_ = document_index_of(entries);
+  std::vector<DocumentEntry>().swap(entries);
+  const std::uint64_t total = sample_index_.shape()[0] - 1;
   shuffle_index_ = build_shuffle_index(
       plan.separate_final_epoch ? static_cast<std::uint64_t>(plan.num_samples_sans_final_epoch)
                                 : total,
       total, random);
-  if (cache == nullptr) {
-    document_index_ = document_index_of(entries);
-    sample_index_ = build_sample_index(entries, config_.sequence_length, extra, samples);
-  } else {
-    const auto npy = [](AtomicFile& file, NpyDType dtype, std::vector<std::uint64_t> shape) {
-      const std::string header = npy_header(dtype, shape);
-      file.write(header.data(), header.size());
-      return [&file](const void* data, std::size_t bytes) { file.write(data, bytes); };
-    };
-    cache->save(description_,
-                {[&](AtomicFile& file) {
-                   write_document_index(entries, npy(file, NpyDType::kInt32, {entries.size()}));
-                 },
-                 [&](AtomicFile& file) {
-                   write_sample_index(entries, config_.sequence_length, extra, samples,
-                                      npy(file, samples.dtype, {total + 1, 2}));
-                 },
-                 [&](AtomicFile& file) { shuffle_index_.write(file); }});
-    std::vector<DocumentEntry>().swap(entries);
-    std::string problem;
-    std::optional<std::vector<IndexArray>> arrays = cache->load(description_, problem);
-    MEGATRON_CHECK(arrays.has_value(), "the ", class_name_, " ", split_name(split_),
-                   " indices just saved in ", cache_folder_, " cannot be read back: ", problem);
-    document_index_ = (*arrays)[0];
-    sample_index_ = (*arrays)[1];
-    shuffle_index_ = (*arrays)[2];
-  }
   built_anew_ = true;
   log_info(config_.info, str_cat("> total number of samples: ", total));
   log_info(config_.info, str_cat("> total number of epochs: ", plan.num_epochs));

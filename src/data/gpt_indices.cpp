@@ -14,8 +14,6 @@
 namespace megatron::data {
 namespace {
 
-constexpr std::size_t kChunkValues = std::size_t{1} << 16;  // values per sink call (256-512 KB)
-
 // An empty vector with room for `count` values on transparent huge pages where the kernel
 // offers them (madvise mode): a shuffle's random swaps over hundreds of megabytes then miss the
 // TLB far less. Called before the first touch, so the pages are huge from the start.
@@ -32,28 +30,21 @@ std::vector<T> huge_page_vector(std::size_t count) {
   return values;
 }
 
-// Emits the rows (spec 4.5) to `sink` as T values, a chunk at a time.
 template <typename T>
-void sample_rows(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
-                 std::int64_t num_samples, std::int32_t add_extra_token, const ByteSink& sink) {
-  std::vector<T> chunk;
-  chunk.reserve(kChunkValues);
-  const auto emit = [&](T position, T offset) {
-    chunk.push_back(position);
-    chunk.push_back(offset);
-    if (chunk.size() == kChunkValues) {
-      sink(chunk.data(), chunk.size() * sizeof(T));
-      chunk.clear();
-    }
-  };
+std::vector<T> sample_rows(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
+                           std::int64_t num_samples, std::int32_t add_extra_token) {
+  std::vector<T> rows(2 * static_cast<std::size_t>(num_samples + 1));
+  std::int64_t row = 0;
   T position = 0;  // into the document index
   T offset = 0;    // token offset in that sequence
-  emit(position, offset);
+  rows[0] = position;
+  rows[1] = offset;
+  ++row;
   const std::int64_t last = static_cast<std::int64_t>(entries.size()) - 1;
   const auto length_at = [&](T at) {
     return static_cast<std::int64_t>(entry_length(entries[static_cast<std::size_t>(at)]));
   };
-  for (std::int64_t row = 1; row <= num_samples; ++row) {
+  while (row <= num_samples) {
     std::int64_t remaining = sequence_length + add_extra_token;
     while (remaining != 0) {
       const std::int64_t length = length_at(position) - static_cast<std::int64_t>(offset);
@@ -70,23 +61,11 @@ void sample_rows(std::span<const DocumentEntry> entries, std::int32_t sequence_l
         offset = 0;
       }
     }
-    emit(position, offset);
+    rows[2 * static_cast<std::size_t>(row)] = position;
+    rows[2 * static_cast<std::size_t>(row) + 1] = offset;
+    ++row;
   }
-  if (!chunk.empty()) sink(chunk.data(), chunk.size() * sizeof(T));
-}
-
-// A sink appending to a vector of `count` bytes' worth of T (built in memory, no cache).
-template <typename T>
-IndexArray collect(std::uint64_t count, std::vector<std::uint64_t> shape,
-                   const std::function<void(const ByteSink&)>& produce) {
-  std::vector<T> values;
-  values.reserve(count);
-  produce([&](const void* data, std::size_t bytes) {
-    const auto* first = static_cast<const T*>(data);
-    values.insert(values.end(), first, first + bytes / sizeof(T));
-  });
-  MEGATRON_ASSERT(values.size() == count);
-  return IndexArray::from_vector(std::move(values), std::move(shape));
+  return rows;
 }
 
 // arange(num_samples) shuffled, then arange(num_samples, total_size) shuffled, in one array.
@@ -152,58 +131,34 @@ std::vector<DocumentEntry> build_document_index(UnalignedArray<std::int32_t> seq
   return entries;
 }
 
-void write_document_index(std::span<const DocumentEntry> entries, const ByteSink& sink) {
-  std::vector<std::int32_t> chunk(kChunkValues);
-  for (std::size_t start = 0; start < entries.size(); start += kChunkValues) {
-    const std::size_t count = std::min(kChunkValues, entries.size() - start);
-    for (std::size_t i = 0; i < count; ++i) chunk[i] = entry_sequence(entries[start + i]);
-    sink(chunk.data(), count * sizeof(std::int32_t));
-  }
-}
-
 IndexArray document_index_of(std::span<const DocumentEntry> entries) {
-  return collect<std::int32_t>(entries.size(), {entries.size()},
-                               [&](const ByteSink& sink) { write_document_index(entries, sink); });
+  std::vector<std::int32_t> sequences(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) sequences[i] = entry_sequence(entries[i]);
+  return IndexArray::from_vector(std::move(sequences));
 }
 
-SampleIndexShape sample_index_shape(std::size_t entries, std::int32_t sequence_length,
-                                    std::int64_t num_epochs, std::int64_t tokens_per_epoch,
-                                    bool drop_last_partial_sequence, std::int32_t add_extra_token) {
-  MEGATRON_ASSERT(sequence_length > 1 && num_epochs > 0 && tokens_per_epoch > 1 && entries > 0);
+IndexArray build_sample_index(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
+                              std::int64_t num_epochs, std::int64_t tokens_per_epoch,
+                              bool drop_last_partial_sequence, std::int32_t add_extra_token) {
+  MEGATRON_ASSERT(sequence_length > 1 && num_epochs > 0 && tokens_per_epoch > 1);
+  MEGATRON_ASSERT(!entries.empty());
   const std::int64_t tokens = num_epochs * tokens_per_epoch - add_extra_token;
-  SampleIndexShape shape;
+  std::int64_t num_samples = 0;
   if (drop_last_partial_sequence) {
-    shape.num_samples = tokens / sequence_length;
+    num_samples = tokens / sequence_length;
   } else {
-    shape.num_samples = static_cast<std::int64_t>(
+    num_samples = static_cast<std::int64_t>(
         std::ceil(static_cast<float>(tokens) / static_cast<float>(sequence_length)));
   }
   // Megatron picks int32 when max(len(document_index), max(sequence_lengths)) fits int32; the
   // lengths are int32 themselves, so only the document index's length decides.
-  shape.dtype = entries <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())
-                    ? NpyDType::kInt32
-                    : NpyDType::kInt64;
-  return shape;
-}
-
-void write_sample_index(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
-                        std::int32_t add_extra_token, const SampleIndexShape& shape,
-                        const ByteSink& sink) {
-  if (shape.dtype == NpyDType::kInt32) {
-    sample_rows<std::int32_t>(entries, sequence_length, shape.num_samples, add_extra_token, sink);
-  } else {
-    sample_rows<std::int64_t>(entries, sequence_length, shape.num_samples, add_extra_token, sink);
+  const std::vector<std::uint64_t> shape = {static_cast<std::uint64_t>(num_samples + 1), 2};
+  if (entries.size() <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    return IndexArray::from_vector(
+        sample_rows<std::int32_t>(entries, sequence_length, num_samples, add_extra_token), shape);
   }
-}
-
-IndexArray build_sample_index(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
-                              std::int32_t add_extra_token, const SampleIndexShape& shape) {
-  const auto rows = static_cast<std::uint64_t>(shape.num_samples + 1);
-  const auto produce = [&](const ByteSink& sink) {
-    write_sample_index(entries, sequence_length, add_extra_token, shape, sink);
-  };
-  if (shape.dtype == NpyDType::kInt32) return collect<std::int32_t>(2 * rows, {rows, 2}, produce);
-  return collect<std::int64_t>(2 * rows, {rows, 2}, produce);
+  return IndexArray::from_vector(
+      sample_rows<std::int64_t>(entries, sequence_length, num_samples, add_extra_token), shape);
 }
 
 IndexArray build_shuffle_index(std::uint64_t num_samples, std::uint64_t total_size,

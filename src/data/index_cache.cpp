@@ -46,14 +46,6 @@ std::optional<std::vector<IndexArray>> IndexCache::load(const std::string& descr
 }
 
 void IndexCache::save(const std::string& description, const std::vector<IndexArray>& arrays) const {
-  std::vector<ArrayWriter> writers;
-  for (const IndexArray& array : arrays) {
-    writers.emplace_back([&array](AtomicFile& file) { array.write(file); });
-  }
-  save(description, writers);
-}
-
-void IndexCache::save(const std::string& description, const std::vector<ArrayWriter>& arrays) const {
   MEGATRON_ASSERT(arrays.size() == array_names_.size());
   std::error_code error;
   std::filesystem::create_directories(folder_, error);
@@ -63,7 +55,7 @@ void IndexCache::save(const std::string& description, const std::vector<ArrayWri
   std::vector<std::unique_ptr<AtomicFile>> files;
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     files.push_back(std::make_unique<AtomicFile>(array_path(i)));
-    arrays[i](*files.back());
+    arrays[i].write(*files.back());
   }
   files.push_back(std::make_unique<AtomicFile>(description_path()));
   files.back()->write(description.data(), description.size());

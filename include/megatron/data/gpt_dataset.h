@@ -131,7 +131,7 @@ class GptDataset : public SampleDataset {
   const TokenSource& source() const { return *source_; }
 
  private:
-  void build_indices(const IndexCache* cache);  // null: in memory only
+  void build_indices();
   bool load_indices(const IndexCache& cache);
   std::string stale_problem(const std::vector<IndexArray>& arrays) const;
 

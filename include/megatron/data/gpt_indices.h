@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -53,32 +52,15 @@ std::vector<DocumentEntry> build_document_index(UnalignedArray<std::int32_t> seq
                                                std::int64_t num_epochs, RandomState& random,
                                                bool separate_final_epoch);
 
-// Receives an array's bytes in order, a chunk at a time: a cache file being written, or memory.
-using ByteSink = std::function<void(const void* data, std::size_t bytes)>;
-
-// The int32 document index Megatron saves: the sequence ids of `entries`, streamed or in memory.
-void write_document_index(std::span<const DocumentEntry> entries, const ByteSink& sink);
+// The int32 document index Megatron saves: the sequence ids of `entries`.
 IndexArray document_index_of(std::span<const DocumentEntry> entries);
 
-// Spec 4.5's row count and dtype, known before any row is made: num_samples + 1 rows
-// (document-index position, token offset); int32 when max(len(document_index),
-// max(sequence_lengths)) fits int32, else int64 (helpers.py). With drop_last_partial_sequence
-// false the count is ceil in float32, as helpers.cpp computes it.
-struct SampleIndexShape {
-  std::int64_t num_samples = 0;
-  NpyDType dtype = NpyDType::kInt32;
-};
-SampleIndexShape sample_index_shape(std::size_t entries, std::int32_t sequence_length,
-                                    std::int64_t num_epochs, std::int64_t tokens_per_epoch,
-                                    bool drop_last_partial_sequence, std::int32_t add_extra_token);
-
-// Spec 4.5: the rows, row-major, streamed (written straight into a cache file, never held) or in
-// memory as an [num_samples + 1, 2] array.
-void write_sample_index(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
-                        std::int32_t add_extra_token, const SampleIndexShape& shape,
-                        const ByteSink& sink);
+// Spec 4.5: rows (document-index position, token offset), [num_samples + 1, 2] row-major.
+// int32 when max(len(document_index), max(sequence_lengths)) fits int32, else int64 (helpers.py).
+// With drop_last_partial_sequence false the count is ceil in float32, as helpers.cpp computes it.
 IndexArray build_sample_index(std::span<const DocumentEntry> entries, std::int32_t sequence_length,
-                              std::int32_t add_extra_token, const SampleIndexShape& shape);
+                              std::int64_t num_epochs, std::int64_t tokens_per_epoch,
+                              bool drop_last_partial_sequence, std::int32_t add_extra_token);
 
 // Spec 4.6: arange(num_samples) shuffled, then (when total_size > num_samples)
 // arange(num_samples, total_size) shuffled, concatenated; uint32 unless total_size >= 2^32 - 2,

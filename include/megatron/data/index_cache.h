@@ -5,7 +5,6 @@
 // any moment leaves either a complete cache or a miss (rebuilt), never a half-read one.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,12 +32,8 @@ class IndexCache {
   std::optional<std::vector<IndexArray>> load(const std::string& description,
                                               std::string& problem) const;
 
-  // Writes one array file's whole contents (.npy header and data), e.g. streamed as it is made.
-  using ArrayWriter = std::function<void(AtomicFile&)>;
-
   // Creates the folder and writes all files (arrays first, description last), atomically.
   // Throws megatron::Error naming the folder when it cannot be created or written.
-  void save(const std::string& description, const std::vector<ArrayWriter>& arrays) const;
   void save(const std::string& description, const std::vector<IndexArray>& arrays) const;
 
  private:

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
-#include <numeric>
 
 #include "megatron/core/check.h"
 #include "megatron/core/log.h"
@@ -130,9 +129,9 @@ IndexFootprint GptDataset::footprint(const TokenSource& source,
   out.epochs = clamp(epochs);
   out.samples = clamp(samples - 1);
   out.disk_bytes = clamp(document_bytes + sample_bytes + shuffle_bytes);
-  // Building holds the document entries (sequence id and length, 8 bytes each) with the sample
-  // index and the int32 document index made from them, then the shuffle index.
-  out.memory_bytes = clamp(2 * document_bytes + document_bytes + sample_bytes + shuffle_bytes);
+  // At most: the document entries (sequence id and length, 8 bytes each), the sample index and
+  // the int32 document index made from them, and the shuffle index.
+  out.memory_bytes = clamp(3 * document_bytes + sample_bytes + shuffle_bytes);
   return out;
 }
 

@@ -55,13 +55,23 @@ compare_losses() {
     }' "$WORK/ref.txt" "$WORK/got.txt" || { show "$2" "$3 output"; exit 1; }
 }
 
-# rank_pid PATTERN RANK: the pid of the megatron_train rank RANK whose command line has PATTERN.
+# rank_pid PATTERN RANK: the pid of the megatron_train rank RANK whose command line has PATTERN,
+# looked for again for up to 10 s (a single look has been seen to miss a rank that was training);
+# if there is none, prints nothing on stdout and the matching processes with their ranks on stderr.
 rank_pid() {
   local pid
+  for _ in $(seq 100); do
+    for pid in $(pgrep -f -- "$1"); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+        echo "$pid"
+        return
+      fi
+    done
+    sleep 0.1
+  done
+  echo "rank_pid: no process with '$1' in its command line has OMPI_COMM_WORLD_RANK=$2; matching processes:" >&2
   for pid in $(pgrep -f -- "$1"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-      echo "$pid"
-      return
-    fi
+    echo "  $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)... rank=$(tr '\0' '\n' \
+      <"/proc/$pid/environ" 2>/dev/null | grep '^OMPI_COMM_WORLD_RANK=' || echo '(none readable)')" >&2
   done
 }

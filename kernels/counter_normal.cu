@@ -1,16 +1,18 @@
-// Counter-based normal draws (see counter_normal.h): one thread per output element, Philox4x32-10
-// from cuRAND, Box-Muller in fp32 with the accurate logf / sincosf. Each thread computes its
-// element's four Philox words alone: the work is a few dozen integer operations, and no element
-// depends on which thread or block draws it.
+// Counter-based normal draws (see counter_normal.h): one thread per output element, with the
+// arithmetic of counter_normal_math.h that the CPU also runs (this file is compiled with
+// -fmad=false), so a GPU draws the CPU's bits. Each thread computes its element's four Philox
+// words alone: a few dozen integer operations, and no element depends on which thread draws it.
 #include <cuda_runtime.h>
-#include <curand_philox4x32_x.h>
 
 #include "common.cuh"
 #include "megatron/kernels/counter_normal.h"
+#include "megatron/kernels/counter_normal_math.h"
 #include "megatron/kernels/cuda_check.h"
 
 namespace megatron::kernels {
 namespace {
+
+namespace math = counter_normal_math;
 
 __global__ void counter_normal_kernel(CounterNormalParams p) {
   const int64_t n = p.runs.numel();
@@ -18,18 +20,19 @@ __global__ void counter_normal_kernel(CounterNormalParams p) {
        j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t i = static_cast<uint64_t>(p.runs.full_index(j));
     const uint64_t group = i >> 2;
-    const uint4 counter = make_uint4(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0u, 0u);
-    const uint2 key = make_uint2(static_cast<uint32_t>(p.key), static_cast<uint32_t>(p.key >> 32));
-    const uint4 w = curand_Philox4x32_10(counter, key);
+    uint32_t c0 = static_cast<uint32_t>(group), c1 = static_cast<uint32_t>(group >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = static_cast<uint32_t>(p.key), k1 = static_cast<uint32_t>(p.key >> 32);
+    for (int round = 0; round < 10; ++round) {
+      math::philox_round(c0, c1, c2, c3, k0, k1);
+      k0 += math::kPhiloxWeyl0;
+      k1 += math::kPhiloxWeyl1;
+    }
     const bool second = (i & 2) != 0;
-    const uint32_t a = second ? w.z : w.x;
-    const uint32_t b = second ? w.w : w.y;
-    const float u = static_cast<float>((a >> 8) + 1u) * 0x1p-24f;
-    const float v = static_cast<float>(b >> 8) * 0x1p-24f;
-    const float r = sqrtf(-2.0f * logf(u));
+    const float radius = math::box_muller_radius(second ? c2 : c0);
     float s, c;
-    sincosf(6.28318530717958647692f * v, &s, &c);
-    p.out[j] = p.std * (r * ((i & 1) != 0 ? s : c));
+    math::sincos_turns(static_cast<int32_t>((second ? c3 : c1) >> 8), s, c);
+    const float z = radius * ((i & 1) != 0 ? s : c);
+    p.out[j] = p.std * z;
   }
 }
 

@@ -5,9 +5,9 @@
 //   (a, b)       = (w0, w1) for i % 4 in {0, 1}, (w2, w3) for i % 4 in {2, 3}
 //   u = ((a >> 8) + 1) 2^-24 in (0, 1],  v = (b >> 8) 2^-24 in [0, 1)
 //   z = sqrt(-2 ln u) cos(2 pi v) for even i, sqrt(-2 ln u) sin(2 pi v) for odd i   (Box-Muller)
-//   value = std * z, in fp32.
-// CPU and CUDA should agree to a few ulps (their libm differ; not yet measured on a GPU), each
-// bit for bit with itself.
+//   value = std * z, in fp32,
+// with ln, sin and cos as counter_normal_math.h computes them: the CPU and this kernel run the same
+// IEEE operations, so they draw the same bits.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,8 +1,8 @@
 // Counter-based N(0, std) draws for parameter initialisation: the value of element i of a
 // stream depends on the stream's key and i alone (definition in counter_normal.h), so each rank
 // draws exactly the elements of its shard, on its device, and every layout holds the same full
-// tensor. CPU tensors: ATen's Philox engine over at::parallel_for; CUDA tensors (in a build with
-// the kernels): cuRAND's Philox in counter_normal.cu.
+// tensor. CPU tensors: counter_normal_cpu.cpp over at::parallel_for; CUDA tensors (in a build with
+// the kernels): counter_normal.cu; both the same bits.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -26,7 +26,6 @@
 #include "megatron/train/rank_agreement.h"
 #include "megatron/train/startup_report.h"
 #include "megatron/train/step_runner.h"
-#include "megatron/train/theoretical_memory.h"
 #include "megatron/train/train_state.h"
 #include "megatron/train/training_log.h"
 #include "trainer_parts.h"
@@ -59,14 +58,8 @@ class Trainer {
 
  private:
   void setup(const std::vector<std::string>& startup_messages);
-  // This rank's place in the layer split and the run's numerics, for the memory preflight before
-  // anything is allocated.
-  RankShare rank_share() const;
-  MemorySettings memory_settings() const;
-  void build_model();
   void build_datasets();
   std::unique_ptr<IterationLogger> make_logger();
-  void report_theoretical_memory();
   // --load: the parameters, and unless --finetune the counters, scheduler, optimizer and RNG state.
   void load_checkpoint();
   checkpoint::CheckpointState checkpoint_state() const;
@@ -98,15 +91,8 @@ class Trainer {
   model::ModelConfig model_config_;  // the run's model, its vocabulary padded for the tokenizer
   std::unique_ptr<Generators> gens_;
   at::Device device_ = at::kCPU;  // the GPU of this rank's local rank, or the CPU
-  // This rank's model chunks (one per virtual pipeline stage), their parameters together under
-  // their checkpoint names ("model<c>." in front with several chunks), and the schedule runner.
-  std::vector<std::unique_ptr<model::GptModel>> chunks_;
-  parallel::NamedTensors params_;
-  std::vector<parallel::TensorParallelLayout> layouts_;
-  std::unique_ptr<parallel::PipelineExecutor> executor_;
   parallel::PipelineLayout layout_;  // the layer split over stages and chunks
-  bool reads_data_ = true;  // stages with the embedding or the loss (every stage for explicit masks)
-  std::unique_ptr<parallel::DataParallelBuffers> ddp_;
+  RankModel model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::ParamScheduler> scheduler_;
   std::unique_ptr<StepRunner> step_runner_;
@@ -155,15 +141,18 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   report_->initialized();
   report_->start("model-and-optimizer-setup");
   layout_ = plan_.pipeline.layout(model_config_.num_layers, ps_->pp());
-  check_memory_fits(model_config_, rank_share(), memory_settings(), device_memory(device_, comm_.local_size()));
-  build_model();
-  optimizer_ = std::make_unique<optim::Optimizer>(*ddp_, pc_, plan_.adam, plan_.precision.scaler);
+  check_memory_fits(model_config_, rank_share(*ps_, layout_), memory_settings(plan_, model_config_, device_),
+                    device_memory(device_, comm_.local_size()));
+  model_ = build_rank_model(plan_, model_config_, layout_, *ps_, pc_, device_, any_);
+  optimizer_ = std::make_unique<optim::Optimizer>(*model_.ddp, pc_, plan_.adam, plan_.precision.scaler);
   scheduler_ = std::make_unique<optim::ParamScheduler>(plan_.scheduler);
   std::vector<model::GptModel*> chunks;
-  for (const auto& c : chunks_) chunks.push_back(c.get());
+  for (const auto& c : model_.chunks) chunks.push_back(c.get());
   step_runner_ = std::make_unique<StepRunner>(
-      StepModel{chunks, ddp_.get(), executor_.get(), optimizer_.get(), &gens_->default_gen, &gens_->model_parallel_gen},
-      StepSettings{plan_.loop.num_microbatches, plan_.loop.clip_grad, reads_data_, plan_.precision.mixed()}, pc_);
+      StepModel{chunks, model_.ddp.get(), model_.executor.get(), optimizer_.get(), &gens_->default_gen,
+                &gens_->model_parallel_gen},
+      StepSettings{plan_.loop.num_microbatches, plan_.loop.clip_grad, model_.reads_data, plan_.precision.mixed()},
+      pc_);
   out_ << "setting number of microbatches to constant " << plan_.loop.num_microbatches << std::endl;
   checkpointer_ = std::make_unique<Checkpointer>(plan_.checkpoint, pc_, plan_.ddp.use_distributed_optimizer, out_,
                                                  std::move(save_lock_));
@@ -177,7 +166,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   const std::int64_t train_iters = plan_.loop.train_iters;
   MEGATRON_CHECK(datasets_.train() != nullptr || state_.iteration >= train_iters,
                  "the training split is empty; check --split");
-  if (datasets_.train() != nullptr && state_.iteration < train_iters && reads_data_) {
+  if (datasets_.train() != nullptr && state_.iteration < train_iters && model_.reads_data) {
     train_reader_ = std::make_unique<BatchReader>(*datasets_.train(),
                                                   static_cast<std::uint64_t>(state_.consumed_train_samples),
                                                   reader_options());
@@ -185,72 +174,6 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   report_->stop("train/valid/test-data-iterators-setup");
   report_->datetime("after dataloaders are built");
   checkpointer_->write_run_config(run_config());
-}
-
-// Megatron's theoretical memory footprint of this layout (rank 0), before anything trains.
-void Trainer::report_theoretical_memory() {
-  TheoreticalMemoryInputs in;
-  in.model = model_config_;
-  in.tp = ps_->tp();
-  in.pp = ps_->pp();
-  in.dp = ps_->dp();
-  in.virtual_stages = layout_.chunks > 1 ? layout_.chunks : 0;
-  in.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
-  in.micro_batch_size = plan_.loop.micro_batch_size;
-  in.num_microbatches = plan_.loop.num_microbatches;
-  for (const std::string& line : theoretical_memory(in).lines) out_ << line << "\n";
-  out_.flush();
-}
-
-RankShare Trainer::rank_share() const {
-  RankShare share{ps_->rank(), ps_->tp(), ps_->tp_rank(), ps_->pp(), ps_->pp_rank(), ps_->dp(), {}};
-  for (int c = 0; c < layout_.chunks; ++c) share.chunk_layers.push_back(layout_.layers(ps_->pp_rank(), c).count);
-  return share;
-}
-
-MemorySettings Trainer::memory_settings() const {
-  MemorySettings m;
-  m.param_bytes = static_cast<int>(c10::elementSize(plan_.precision.params));
-  m.grad_in_fp32 = plan_.precision.grad_in_fp32;
-  m.distributed_optimizer = plan_.ddp.use_distributed_optimizer;
-  m.micro_batch_size = plan_.loop.micro_batch_size;
-  m.explicit_attention =
-      plan_.data.dataset.reset_attention_mask || !model::uses_sdpa(model_config_.attention_backend, device_);
-  return m;
-}
-
-// The model chunks of this rank's pipeline stage (Megatron's layer split), their data-parallel
-// buffer and the schedule that runs them. Each parameter is drawn as this rank's shard of the
-// stream of its name and the seed (parallel/parameter_init.h), on the device: any layout starts
-// from the same weights, and a rank draws only what it holds.
-void Trainer::build_model() {
-  const int chunks = layout_.chunks;
-  const model::ModelConfig& config = model_config_;
-  const at::TensorOptions options = at::TensorOptions().device(device_).dtype(plan_.precision.params);
-  const parallel::ParameterInit init(plan_.loop.seed);
-  for (int c = 0; c < chunks; ++c) {
-    const auto range = layout_.layers(ps_->pp_rank(), c);
-    const model::StageSpec stage{range.first, range.count, ps_->is_first_stage() && c == 0,
-                                 ps_->is_last_stage() && c == chunks - 1};
-    chunks_.push_back(std::make_unique<model::GptModel>(config, pc_, init, stage, options));
-    const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
-    for (const auto& [name, t] : chunks_.back()->named_parameters()) params_.emplace_back(prefix + name, t);
-    const auto& l = chunks_.back()->parameter_layouts();
-    layouts_.insert(layouts_.end(), l.begin(), l.end());
-  }
-  reads_data_ = ps_->is_first_stage() || ps_->is_last_stage() || plan_.data.dataset.reset_attention_mask;
-  std::int64_t count = 0;
-  for (const auto& [name, t] : params_) count += t.numel();
-  if (ps_->dp_rank() == 0 && ps_->cp_rank() == 0) {
-    any_ << " > number of parameters on (tensor, pipeline) model parallel rank (" << ps_->tp_rank() << ", "
-         << ps_->pp_rank() << "): " << count << std::endl;
-  }
-  ddp_ = std::make_unique<parallel::DataParallelBuffers>(params_, layouts_, pc_, plan_.ddp);
-  const std::int64_t seq = config.seq_length / (config.sequence_parallel && ps_->tp() > 1 ? ps_->tp() : 1);
-  executor_ = std::make_unique<parallel::PipelineExecutor>(
-      pc_,
-      parallel::PipelineShape{ps_->pp(), chunks, plan_.loop.num_microbatches, plan_.pipeline.microbatch_group_size},
-      std::vector<std::int64_t>{seq, plan_.loop.micro_batch_size, config.hidden_size}, options);
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -301,7 +224,7 @@ nlohmann::json Trainer::run_config() const {
 
 void Trainer::load_checkpoint() {
   const auto state = checkpointer_->load(
-      {params_, layouts_, layout_, model_config_,
+      {model_.params, model_.layouts, layout_, model_config_,
        [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); }});
   if (!state) return;
   optimizer_->reload_model_params();
@@ -341,7 +264,7 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
   state.scheduler = scheduler_->state();
   state.optimizer_steps = optimizer_->step_count();
   state.config = run_config();
-  state.model = params_;
+  state.model = model_.params;
   if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
   if (plan_.checkpoint.save_optimizer) state.optimizer = optimizer_->state();
   if (plan_.checkpoint.save_rng) {
@@ -376,7 +299,7 @@ void Trainer::train_step() {
 
 double Trainer::evaluate(const data::SampleDataset& dataset, std::int64_t& consumed) {
   std::unique_ptr<BatchReader> reader;
-  if (reads_data_) reader = std::make_unique<BatchReader>(dataset, static_cast<std::uint64_t>(consumed), reader_options());
+  if (model_.reads_data) reader = std::make_unique<BatchReader>(dataset, static_cast<std::uint64_t>(consumed), reader_options());
   const double loss = step_runner_->evaluate(reader.get(), plan_.loop.eval_iters, state_.iteration + 1);
   consumed += plan_.loop.eval_iters * plan_.loop.global_batch_size;
   return loss;
@@ -414,7 +337,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   setup(startup_messages);
   out_ << "done with setup ..." << std::endl;
   report_->log_timers();
-  report_theoretical_memory();
+  for (const std::string& line : theoretical_memory_lines(plan_, model_config_, *ps_, layout_)) out_ << line << "\n";
   out_ << "training ..." << std::endl;
   report_->datetime("before the start of training step");
   last_saved_ = state_.iteration;

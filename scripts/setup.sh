@@ -21,6 +21,7 @@ BUILD_DIR="${MEGATRON_BUILD_DIR:-$ROOT/build}"
 TORCH_VERSION="2.11.0"
 TENSORBOARD_VERSION="2.21.0"
 TRANSFORMERS_VERSION="5.24.0"
+TIKTOKEN_VERSION="0.12.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
@@ -83,6 +84,11 @@ install_libtorch() {
   if ! "$venv/bin/python" -c "import transformers, sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
     log "transformers: installing transformers==$TRANSFORMERS_VERSION into .venv (the HuggingFace export is checked with it)"
     "$venv/bin/pip" install -q "transformers==$TRANSFORMERS_VERSION"
+  fi
+  # tiktoken is the reference the TikTokenizer is tested against (tests/unit/tokenizer/tiktoken_reference.py).
+  if ! "$venv/bin/python" -c "import tiktoken, sys; sys.exit(tiktoken.__version__ != '$TIKTOKEN_VERSION')" 2>/dev/null; then
+    log "tiktoken: installing tiktoken==$TIKTOKEN_VERSION into .venv (the TikTokenizer is checked against it)"
+    "$venv/bin/pip" install -q "tiktoken==$TIKTOKEN_VERSION"
   fi
   # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
   "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"

@@ -35,10 +35,8 @@ constexpr Unsupported kUnsupported[] = {
     {"--find-optimal-num-workers", "the worker benchmark mode is not implemented"},
     {"--workers-to-check", "the worker benchmark mode is not implemented"},
     {"--max-documents", "the worker benchmark mode is not implemented"},
-    {"--tokenizer-model", "only GPT2BPETokenizer is implemented, which takes --vocab-file and --merge-file"},
-    {"--vocab-size", "only GPT2BPETokenizer is implemented; its size comes from --vocab-file"},
     {"--vocab-extra-ids", "extra ids are not implemented"},
-    {"--tokenizer-special-tokens", "special tokens are not implemented for GPT2BPETokenizer"},
+    {"--tokenizer-special-tokens", "added special tokens are not implemented (TikTokenizer takes --tiktoken-special-tokens)"},
 };
 
 // Flags of older Megatron versions that the guides still use; they change nothing here.
@@ -88,6 +86,15 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer-type", tokenizer_options.type, "tokenizer")->capture_default_str();
   app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
   app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
+  app.add_option("--tokenizer-model", tokenizer_options.tokenizer_model, "TikTokenizer: the vocabulary .json");
+  app.add_option("--vocab-size", tokenizer_options.vocab_size,
+                 "TikTokenizer: ids below this (default 131072); NullTokenizer: the vocabulary size");
+  app.add_option("--tiktoken-pattern", tokenizer_options.tiktoken_pattern, "TikTokenizer: v1 or v2");
+  app.add_option("--tiktoken-num-special-tokens", tokenizer_options.tiktoken_num_special_tokens,
+                 "TikTokenizer: ids reserved for special tokens")
+      ->capture_default_str();
+  app.add_option("--tiktoken-special-tokens", tokenizer_options.tiktoken_special_tokens,
+                 "TikTokenizer: the special tokens (must include <unk> <s> </s>)");
   app.add_flag("--skip-invalid-lines", options.skip_invalid_lines,
                "skip lines that are not valid documents (warn, count) instead of failing");
   for (const auto& u : kUnsupported) {

@@ -7,6 +7,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "megatron/tokenizer/tiktoken_tokenizer.h"
 
 namespace megatron::tokenizer {
 
@@ -96,7 +97,9 @@ std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
   return std::make_unique<NullTokenizer>(vocab_size);
 }
 
-std::vector<std::string> supported_tokenizer_types() { return {Gpt2BpeTokenizer::kTypeName, "NullTokenizer"}; }
+std::vector<std::string> supported_tokenizer_types() {
+  return {Gpt2BpeTokenizer::kTypeName, "TikTokenizer", "NullTokenizer"};
+}
 
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   static const std::vector<std::string> kMegatronTypes = {
@@ -110,11 +113,23 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     return Gpt2BpeTokenizer::from_files(options.vocab_file, options.merge_file);
   }
   if (options.type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
+  if (options.type == "TikTokenizer") {
+    MEGATRON_CHECK(!options.tiktoken_pattern.empty(), "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+    TiktokenOptions tiktoken;
+    tiktoken.path = options.tokenizer_model;
+    tiktoken.pattern = parse_tiktoken_pattern(options.tiktoken_pattern);
+    if (options.vocab_size > 0) tiktoken.vocab_size = options.vocab_size;
+    tiktoken.num_special_tokens = options.tiktoken_num_special_tokens;
+    tiktoken.special_tokens = options.tiktoken_special_tokens;
+    return make_tiktoken_tokenizer(tiktoken);
+  }
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();
   MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, NullTokenizer");
-  MEGATRON_FAIL("--tokenizer-type ", options.type, " is not a Megatron tokenizer type; supported: GPT2BPETokenizer");
+                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, TikTokenizer, "
+                 "NullTokenizer");
+  MEGATRON_FAIL("--tokenizer-type ", options.type,
+                " is not a Megatron tokenizer type; supported: GPT2BPETokenizer, TikTokenizer, NullTokenizer");
 }
 
 }  // namespace megatron::tokenizer

@@ -1,5 +1,5 @@
-// Character classes from ICU and UTF-8 decoding (see unicode.h). The class table holds one byte
-// per code point (1.1 MB), built in a few milliseconds on first use.
+// Character classes from ICU and UTF-8 decoding (see unicode.h). Each table holds one byte per
+// code point (1.1 MB), built in a few milliseconds on first use.
 #include <unicode/uchar.h>
 
 #include <memory>
@@ -34,10 +34,34 @@ const std::vector<CharClass>& class_table() {
   return table;
 }
 
+std::vector<std::uint8_t> build_flag_table() {
+  constexpr std::uint32_t kUpperMask = U_GC_LU_MASK | U_GC_LT_MASK | U_GC_LM_MASK | U_GC_LO_MASK | U_GC_M_MASK;
+  constexpr std::uint32_t kLowerMask = U_GC_LL_MASK | U_GC_LM_MASK | U_GC_LO_MASK | U_GC_M_MASK;
+  std::vector<std::uint8_t> table(kMaxCodePoint + 1, 0);
+  for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
+    const auto c = static_cast<UChar32>(cp);
+    const std::uint32_t mask = U_GET_GC_MASK(c);
+    std::uint8_t f = 0;
+    if (mask & U_GC_L_MASK) f |= flags::kLetter;
+    if (mask & U_GC_N_MASK) f |= flags::kNumber;
+    if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE)) f |= flags::kSpace;
+    if (mask & kUpperMask) f |= flags::kUpper;
+    if (mask & kLowerMask) f |= flags::kLower;
+    if (cp == U'\r' || cp == U'\n') f |= flags::kLineBreak;
+    table[cp] = f;
+  }
+  return table;
+}
+
 }  // namespace
 
 CharClass char_class(char32_t cp) {
   return cp <= kMaxCodePoint ? class_table()[cp] : CharClass::kOther;
+}
+
+std::uint8_t code_point_flags(char32_t cp) {
+  static const std::vector<std::uint8_t> table = build_flag_table();
+  return cp <= kMaxCodePoint ? table[cp] : 0;
 }
 
 std::size_t decode_utf8(std::string_view s, std::size_t pos, char32_t& cp) {

@@ -119,6 +119,26 @@ class PieceCache {
     ++entries_;
   }
 
+  // Appends the ids of `piece` to `out`: the cached ones, or encode(piece, out)'s, which are then
+  // cached. Pieces longer than kMaxCachedPiece bytes bypass the cache (they rarely repeat).
+  static constexpr std::size_t kMaxCachedPiece = 64;
+  template <typename Encode>
+  void encode_through(std::string_view piece, std::vector<std::int32_t>& out, Encode&& encode) {
+    if (piece.size() > kMaxCachedPiece) {
+      encode(piece, out);
+      return;
+    }
+    const std::uint64_t hash = hash_bytes(piece);
+    std::size_t count = 0;
+    if (const std::int32_t* ids = find(piece, hash, count)) {
+      out.insert(out.end(), ids, ids + count);
+      return;
+    }
+    const std::size_t before = out.size();
+    encode(piece, out);
+    insert(piece, hash, out.data() + before, out.size() - before);
+  }
+
  private:
   struct Slot {
     std::uint64_t hash = 0;

@@ -1,5 +1,5 @@
 // The per-thread GPT-2 encoder: pre-tokenize, then BPE each piece through a bounded cache.
-// Single bytes skip BPE entirely; long pieces are not cached (they rarely repeat).
+// Single bytes skip BPE entirely.
 #include <algorithm>
 
 #include "flat_hash.h"
@@ -8,8 +8,6 @@
 
 namespace megatron::tokenizer {
 namespace {
-
-constexpr std::size_t kMaxCachedPiece = 64;
 
 class Gpt2BpeEncoder final : public Encoder {
  public:
@@ -24,19 +22,8 @@ class Gpt2BpeEncoder final : public Encoder {
         out.push_back(single_byte_[static_cast<unsigned char>(piece[0])]);
         return;
       }
-      if (piece.size() > kMaxCachedPiece) {
-        tokenizer_.bpe(piece, out);
-        return;
-      }
-      const std::uint64_t hash = hash_bytes(piece);
-      std::size_t count = 0;
-      if (const std::int32_t* ids = cache_.find(piece, hash, count)) {
-        out.insert(out.end(), ids, ids + count);
-        return;
-      }
-      const std::size_t before = out.size();
-      tokenizer_.bpe(piece, out);
-      cache_.insert(piece, hash, out.data() + before, out.size() - before);
+      cache_.encode_through(piece, out,
+                            [&](std::string_view p, std::vector<std::int32_t>& ids) { tokenizer_.bpe(p, ids); });
     });
   }
 

@@ -21,7 +21,6 @@
 namespace megatron::tokenizer {
 namespace {
 
-constexpr std::size_t kMaxCachedPiece = 64;
 constexpr std::int32_t kNoRank = std::numeric_limits<std::int32_t>::max();
 
 // Standard base64 (RFC 4648, '=' padding), as Python's base64.b64decode without validation would
@@ -31,7 +30,9 @@ bool decode_base64(std::string_view in, std::string& out) {
     std::array<std::int8_t, 256> t{};
     t.fill(-1);
     const std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (std::size_t i = 0; i < alphabet.size(); ++i) t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::int8_t>(i);
+    for (std::size_t i = 0; i < alphabet.size(); ++i) {
+      t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::int8_t>(i);
+    }
     return t;
   }();
   out.clear();
@@ -100,7 +101,8 @@ class TiktokenTokenizer final : public Tokenizer {
     for (const std::int32_t id : ids) {
       MEGATRON_CHECK(id >= 0 && static_cast<std::size_t>(id) < vocab_size_, "TikTokenizer: token id ", id,
                      " is outside the vocabulary of ", vocab_size_);
-      bytes += id < num_special_ ? specials_[static_cast<std::size_t>(id)] : tokens_[static_cast<std::size_t>(id - num_special_)];
+      const auto index = static_cast<std::size_t>(id < num_special_ ? id : id - num_special_);
+      bytes += id < num_special_ ? specials_[index] : tokens_[index];
     }
     return utf8_replace_invalid(bytes);
   }
@@ -124,19 +126,8 @@ class TiktokenTokenizer final : public Tokenizer {
 
 void TiktokenEncoder::encode(std::string_view text, std::vector<std::int32_t>& out) {
   detail::split_tiktoken(text, tokenizer_.pattern(), [&](std::string_view piece) {
-    if (piece.size() > kMaxCachedPiece) {
-      encode_piece(piece, out);
-      return;
-    }
-    const std::uint64_t hash = hash_bytes(piece);
-    std::size_t count = 0;
-    if (const std::int32_t* ids = cache_.find(piece, hash, count)) {
-      out.insert(out.end(), ids, ids + count);
-      return;
-    }
-    const std::size_t before = out.size();
-    encode_piece(piece, out);
-    cache_.insert(piece, hash, out.data() + before, out.size() - before);
+    cache_.encode_through(piece, out,
+                          [&](std::string_view p, std::vector<std::int32_t>& ids) { encode_piece(p, ids); });
   });
 }
 
@@ -200,8 +191,8 @@ std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& option
   const std::set<std::string> unique(specials.begin(), specials.end());
   MEGATRON_CHECK(unique.size() == specials.size(), "--tiktoken-special-tokens lists a token twice");
   for (const char* required : {"<unk>", "<s>", "</s>"}) {
-    MEGATRON_CHECK(unique.count(required) == 1, "--tiktoken-special-tokens must include <unk>, <s> and </s> (", required,
-                   " is missing)");
+    MEGATRON_CHECK(unique.count(required) == 1, "--tiktoken-special-tokens must include <unk>, <s> and </s> (",
+                   required, " is missing)");
   }
   const std::int64_t num_special = options.num_special_tokens;
   MEGATRON_CHECK(static_cast<std::int64_t>(specials.size()) <= num_special && num_special < options.vocab_size,
@@ -235,9 +226,11 @@ std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& option
     MEGATRON_CHECK(entry.is_object() && entry.size() == 3 && entry.contains("rank") && entry.contains("token_bytes") &&
                        entry.contains("token_str"),
                    describe_entry(path, i), ": needs exactly the keys rank, token_bytes and token_str");
-    MEGATRON_CHECK(entry["rank"].is_number_integer() && entry["rank"].get<std::int64_t>() == static_cast<std::int64_t>(i),
+    const nlohmann::json& rank = entry["rank"];
+    MEGATRON_CHECK(rank.is_number_integer() && rank.get<std::int64_t>() == static_cast<std::int64_t>(i),
                    describe_entry(path, i), ": rank must be ", i, ", got ", entry["rank"].dump());
-    MEGATRON_CHECK(entry["token_bytes"].is_string() && decode_base64(entry["token_bytes"].get<std::string>(), tokens[i]),
+    const nlohmann::json& encoded = entry["token_bytes"];
+    MEGATRON_CHECK(encoded.is_string() && decode_base64(encoded.get<std::string>(), tokens[i]),
                    describe_entry(path, i), ": token_bytes is not base64");
     MEGATRON_CHECK(i >= 256 || tokens[i] == std::string(1, static_cast<char>(i)), describe_entry(path, i),
                    ": the first 256 tokens must be the single bytes 0..255 in order");

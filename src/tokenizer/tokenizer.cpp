@@ -114,7 +114,8 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   }
   if (options.type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
   if (options.type == "TikTokenizer") {
-    MEGATRON_CHECK(!options.tiktoken_pattern.empty(), "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+    MEGATRON_CHECK(!options.tiktoken_pattern.empty(),
+                   "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
     TiktokenOptions tiktoken;
     tiktoken.path = options.tokenizer_model;
     tiktoken.pattern = parse_tiktoken_pattern(options.tiktoken_pattern);
@@ -126,8 +127,8 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();
   MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, TikTokenizer, "
-                 "NullTokenizer");
+                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, "
+                 "TikTokenizer, NullTokenizer");
   MEGATRON_FAIL("--tokenizer-type ", options.type,
                 " is not a Megatron tokenizer type; supported: GPT2BPETokenizer, TikTokenizer, NullTokenizer");
 }

@@ -1,6 +1,6 @@
-// This rank's model and what it needs in memory (see trainer_parts.h). Each parameter is drawn as this rank's shard of the
-// stream of its name and the seed (parallel/parameter_init.h), on the device: any layout starts
-// from the same weights, and a rank draws only what it holds.
+// This rank's model and what it needs in memory (see trainer_parts.h). Each parameter is drawn
+// as this rank's shard of the stream of its name and the seed (parallel/parameter_init.h), on the
+// device: any layout starts from the same weights, and a rank draws only what it holds.
 #include <ostream>
 #include <string>
 
@@ -11,9 +11,9 @@
 
 namespace megatron::train {
 
-RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config, const parallel::PipelineLayout& layout,
-                           const parallel::ParallelState& ps, const parallel::ParallelContext& pc, at::Device device,
-                           std::ostream& any) {
+RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config,
+                           const parallel::PipelineLayout& layout, const parallel::ParallelState& ps,
+                           const parallel::ParallelContext& pc, at::Device device, std::ostream& any) {
   RankModel m;
   const int chunks = layout.chunks;
   const at::TensorOptions options = at::TensorOptions().device(device).dtype(plan.precision.params);

@@ -1,8 +1,9 @@
 // The TikTokenizer against tiktoken itself (tiktoken_reference.py, through MEGATRON_PYTHON): a
-// vocabulary in Megatron's JSON format built from GPT-2's merges, both of Megatron's patterns, and
-// a cut vocabulary; the pieces against the `regex` module's matches of the same patterns; on the GPT-2 edge-case strings, the real-text corpus and texts that stress the
-// patterns (case changes, marks, line breaks, Unicode spaces, special-token text). Also the
-// special tokens, decoding, and every check Megatron makes of a vocabulary file, each named.
+// vocabulary in Megatron's JSON format built from GPT-2's merges, both of Megatron's patterns and a
+// cut vocabulary, with the pieces also against the `regex` module's matches of the same patterns;
+// on the GPT-2 edge-case strings, the real-text corpus and texts that stress the patterns (case
+// changes, marks, line breaks, Unicode spaces, special-token text). Also the special tokens,
+// decoding, and every check Megatron makes of a vocabulary file, each named.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -179,14 +180,16 @@ TEST(Tiktoken, EachProblemOfAVocabularyFileIsNamed) {
             std::string::npos);
   nlohmann::json not_bytes = good;
   not_bytes[65]["token_bytes"] = "QkM=";  // "BC" where byte 65 belongs
-  EXPECT_NE(error_for(not_bytes, 260).find("entry 65: the first 256 tokens must be the single bytes"), std::string::npos);
+  EXPECT_NE(error_for(not_bytes, 260).find("entry 65: the first 256 tokens must be the single bytes"),
+            std::string::npos);
   nlohmann::json bad_base64 = good;
   bad_base64[256]["token_bytes"] = "Y*I=";
   EXPECT_NE(error_for(bad_base64, 260).find("entry 256: token_bytes is not base64"), std::string::npos);
   nlohmann::json twice = good;
   twice[256]["token_bytes"] = "QQ==";  // "A" again
   EXPECT_NE(error_for(twice, 260).find("entry 256: the same bytes as an earlier token"), std::string::npos);
-  EXPECT_NE(error_for(nlohmann::json::object(), 260).find("a TikTokenizer vocabulary is a JSON list"), std::string::npos);
+  EXPECT_NE(error_for(nlohmann::json::object(), 260).find("a TikTokenizer vocabulary is a JSON list"),
+            std::string::npos);
   EXPECT_NE(error_for(good, 260, "v.txt").find("a TikTokenizer vocabulary is a .json file"), std::string::npos);
   EXPECT_NE(error_for(good, 3).find("--tiktoken-num-special-tokens 3 must be at least the 3 special tokens and below "
                                     "--vocab-size 3"),

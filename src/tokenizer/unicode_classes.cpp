@@ -13,27 +13,7 @@ namespace {
 
 constexpr char32_t kMaxCodePoint = 0x10FFFF;
 
-std::vector<CharClass> build_class_table() {
-  std::vector<CharClass> table(kMaxCodePoint + 1, CharClass::kOther);
-  for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
-    const auto c = static_cast<UChar32>(cp);
-    const std::uint32_t mask = U_GET_GC_MASK(c);
-    if (mask & U_GC_L_MASK) {
-      table[cp] = CharClass::kLetter;
-    } else if (mask & U_GC_N_MASK) {
-      table[cp] = CharClass::kNumber;
-    } else if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE)) {
-      table[cp] = CharClass::kSpace;
-    }
-  }
-  return table;
-}
-
-const std::vector<CharClass>& class_table() {
-  static const std::vector<CharClass> table = build_class_table();
-  return table;
-}
-
+// Every property the pre-tokenizers test, queried from ICU once per code point.
 std::vector<std::uint8_t> build_flag_table() {
   constexpr std::uint32_t kUpperMask = U_GC_LU_MASK | U_GC_LT_MASK | U_GC_LM_MASK | U_GC_LO_MASK | U_GC_M_MASK;
   constexpr std::uint32_t kLowerMask = U_GC_LL_MASK | U_GC_LM_MASK | U_GC_LO_MASK | U_GC_M_MASK;
@@ -53,16 +33,40 @@ std::vector<std::uint8_t> build_flag_table() {
   return table;
 }
 
+const std::vector<std::uint8_t>& flag_table() {
+  static const std::vector<std::uint8_t> table = build_flag_table();
+  return table;
+}
+
+// GPT-2's classes, read off the flags (a letter or number is never White_Space).
+std::vector<CharClass> build_class_table() {
+  const std::vector<std::uint8_t>& flags_of = flag_table();
+  std::vector<CharClass> table(kMaxCodePoint + 1, CharClass::kOther);
+  for (char32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
+    const std::uint8_t f = flags_of[cp];
+    if (f & flags::kLetter) {
+      table[cp] = CharClass::kLetter;
+    } else if (f & flags::kNumber) {
+      table[cp] = CharClass::kNumber;
+    } else if (f & flags::kSpace) {
+      table[cp] = CharClass::kSpace;
+    }
+  }
+  return table;
+}
+
+const std::vector<CharClass>& class_table() {
+  static const std::vector<CharClass> table = build_class_table();
+  return table;
+}
+
 }  // namespace
 
 CharClass char_class(char32_t cp) {
   return cp <= kMaxCodePoint ? class_table()[cp] : CharClass::kOther;
 }
 
-std::uint8_t code_point_flags(char32_t cp) {
-  static const std::vector<std::uint8_t> table = build_flag_table();
-  return cp <= kMaxCodePoint ? table[cp] : 0;
-}
+std::uint8_t code_point_flags(char32_t cp) { return cp <= kMaxCodePoint ? flag_table()[cp] : 0; }
 
 std::size_t decode_utf8(std::string_view s, std::size_t pos, char32_t& cp) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + pos;

@@ -14,8 +14,6 @@ DATA=$BUILD/tests/data/corpus_text_document
 GPT2=$ROOT/tokenizers/gpt2
 WORK=$(mktemp -d /tmp/rehearsal.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 ITERS=${ITERS:-20} TP=${TP:-8} PP=${PP:-8} LAYERS=${LAYERS:-8} HIDDEN=${HIDDEN:-128} HEADS=${HEADS:-8}
 NP=$((TP * PP))
 read -r -a EXTRA <<<"${EXTRA:-}"
@@ -53,7 +51,7 @@ rss
 
 echo "== $NP ranks: TP $TP x PP $PP, --sequence-parallel --use-distributed-optimizer =="
 start=$(date +%s.%N)
-mpiexec -n "$NP" --oversubscribe --bind-to none bash -c 'timed "$@"' _ "$TRAIN" "${flags[@]}" \
+"$ROOT/tests/mpirun.sh" -n "$NP" bash -c 'timed "$@"' _ "$TRAIN" "${flags[@]}" \
   --make-vocab-size-divisible-by $((512 / TP)) --tensor-model-parallel-size "$TP" \
   --pipeline-model-parallel-size "$PP" --sequence-parallel --use-distributed-optimizer \
   >"$WORK/layout.txt"

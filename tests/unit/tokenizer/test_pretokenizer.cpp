@@ -78,6 +78,28 @@ TEST(CharClass, AgreesWithIcuOnEveryCodePoint) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// The TikTokenizer patterns' flags on characters whose categories are known: upper (Lu), title
+// (Lt), lower (Ll), modifier (Lm), other letters (Lo), marks (Mn, Mc), numbers, spaces, line breaks.
+TEST(CharClass, TiktokenFlagsOfKnownCharacters) {
+  using namespace flags;
+  EXPECT_EQ(code_point_flags(U'A'), kLetter | kUpper);
+  EXPECT_EQ(code_point_flags(0x01C5), kLetter | kUpper);          // Dž, title case
+  EXPECT_EQ(code_point_flags(U'a'), kLetter | kLower);
+  EXPECT_EQ(code_point_flags(0x02B0), kLetter | kUpper | kLower);  // modifier letter small h
+  EXPECT_EQ(code_point_flags(0x4E2D), kLetter | kUpper | kLower);  // 中
+  EXPECT_EQ(code_point_flags(0x0301), kUpper | kLower);            // combining acute: a mark, not a letter
+  EXPECT_EQ(code_point_flags(0x0903), kUpper | kLower);            // Devanagari visarga (Mc)
+  EXPECT_EQ(code_point_flags(U'7'), kNumber);
+  EXPECT_EQ(code_point_flags(0x2160), kNumber);                    // Roman numeral one (Nl)
+  EXPECT_EQ(code_point_flags(U'\n'), kSpace | kLineBreak);
+  EXPECT_EQ(code_point_flags(U'\r'), kSpace | kLineBreak);
+  EXPECT_EQ(code_point_flags(0x85), kSpace);
+  EXPECT_EQ(code_point_flags(0x3000), kSpace);
+  EXPECT_EQ(code_point_flags(0x1C), 0);
+  EXPECT_EQ(code_point_flags(U'/'), 0);
+  EXPECT_EQ(code_point_flags(0x110000), 0);
+}
+
 TEST(CharClass, WhiteSpaceIsTheUnicodeProperty) {
   EXPECT_EQ(char_class(0x85), CharClass::kSpace);
   EXPECT_EQ(char_class(0xA0), CharClass::kSpace);

@@ -22,10 +22,13 @@ TORCH_VERSION="2.11.0"
 TENSORBOARD_VERSION="2.21.0"
 TRANSFORMERS_VERSION="5.24.0"
 TIKTOKEN_VERSION="0.12.0"
+SENTENCEPIECE_VERSION="0.2.3"
+TOKENIZERS_VERSION="0.23.3"
+MEGATRON_CORE_VERSION="0.12.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
-  libicu-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  libicu-dev libpcre2-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin faketime
   libprotobuf-dev protobuf-compiler libisal-dev
   slurmctld slurmd slurm-client libpmix-dev
@@ -89,6 +92,18 @@ install_libtorch() {
   if ! "$venv/bin/python" -c "import tiktoken, sys; sys.exit(tiktoken.__version__ != '$TIKTOKEN_VERSION')" 2>/dev/null; then
     log "tiktoken: installing tiktoken==$TIKTOKEN_VERSION into .venv (the TikTokenizer is checked against it)"
     "$venv/bin/pip" install -q "tiktoken==$TIKTOKEN_VERSION"
+  fi
+  # The tokenizer references: sentencepiece trains and encodes the test SentencePiece models,
+  # tokenizers (transformers' own dependency, pinned) the tokenizer.json files, and megatron-core
+  # writes the .bin/.idx files the preprocessing is compared with (its indexed_dataset module
+  # only: --no-deps, it needs nothing beyond torch and numpy).
+  if ! "$venv/bin/python" -c "import sentencepiece, tokenizers, sys; sys.exit(sentencepiece.__version__ != '$SENTENCEPIECE_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" 2>/dev/null; then
+    log "sentencepiece, tokenizers: installing sentencepiece==$SENTENCEPIECE_VERSION tokenizers==$TOKENIZERS_VERSION into .venv (tokenizer references)"
+    "$venv/bin/pip" install -q "sentencepiece==$SENTENCEPIECE_VERSION" "tokenizers==$TOKENIZERS_VERSION"
+  fi
+  if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('megatron-core') != '$MEGATRON_CORE_VERSION')" 2>/dev/null; then
+    log "megatron-core: installing megatron-core==$MEGATRON_CORE_VERSION into .venv (its dataset writer is the preprocessing reference)"
+    "$venv/bin/pip" install -q --no-deps "megatron-core==$MEGATRON_CORE_VERSION"
   fi
   # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
   "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"

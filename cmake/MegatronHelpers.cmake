@@ -22,8 +22,9 @@ endfunction()
 # are registered one by one with CTest (discovered at test time) under the label. Test
 # sources can include the shared helpers in tests/unit/ (test_support.h); the paths they name come
 # from the generated megatron_test_paths library (tests/CMakeLists.txt, tests/unit/test_paths.h).
+# FIXTURES_REQUIRED: CTest fixtures every test of the binary needs (a reference made once).
 function(megatron_add_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;FIXTURES_REQUIRED" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/unit)
   target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
@@ -37,7 +38,12 @@ function(megatron_add_gtest name)
   include(GoogleTest)
   # Listing the tests starts the binary; one that links LibTorch took over the default 5 s on a
   # busy 2-core machine right after it was relinked (ctest then errors out): allow a minute.
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${ARG_LABELS})
+  if(ARG_FIXTURES_REQUIRED)
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                         PROPERTIES LABELS ${ARG_LABELS} FIXTURES_REQUIRED ${ARG_FIXTURES_REQUIRED})
+  else()
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${ARG_LABELS})
+  endif()
 endfunction()
 
 # megatron_add_mpi_gtest(<name> SOURCES ... DEPS ... NP <n>...): a GoogleTest binary run under

@@ -86,7 +86,8 @@ int run(int argc, char** argv) {
   app.add_option("--tokenizer-type", tokenizer_options.type, "tokenizer")->capture_default_str();
   app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
   app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
-  app.add_option("--tokenizer-model", tokenizer_options.tokenizer_model, "TikTokenizer: the vocabulary .json");
+  app.add_option("--tokenizer-model", tokenizer_options.tokenizer_model,
+                 "HuggingFaceTokenizer: a folder with tokenizer.json; TikTokenizer: the vocabulary .json");
   app.add_option("--vocab-size", tokenizer_options.vocab_size,
                  "TikTokenizer: ids below this (default 131072); NullTokenizer: the vocabulary size");
   app.add_option("--tiktoken-pattern", tokenizer_options.tiktoken_pattern, "TikTokenizer: v1 or v2");

@@ -25,6 +25,26 @@ std::array<char32_t, 256> gpt2_byte_to_unicode() {
   return table;
 }
 
+bool gpt2_alphabet_to_bytes(std::string_view token, std::string& bytes) {
+  static const std::array<int, 0x144> inverse = [] {
+    std::array<int, 0x144> t;
+    t.fill(-1);
+    const auto forward = gpt2_byte_to_unicode();
+    for (int b = 0; b < 256; ++b) t[forward[b]] = b;
+    return t;
+  }();
+  bytes.clear();
+  std::size_t pos = 0;
+  char32_t cp = 0;
+  while (pos < token.size()) {
+    const std::size_t n = decode_utf8(token, pos, cp);
+    if (n == 0 || cp >= inverse.size() || inverse[cp] < 0) return false;
+    bytes += static_cast<char>(inverse[cp]);
+    pos += n;
+  }
+  return true;
+}
+
 struct Gpt2BpeTokenizer::MergeTable {
   struct Value {
     std::int32_t rank;
@@ -38,29 +58,6 @@ namespace {
 std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
          static_cast<std::uint32_t>(right);
-}
-
-// Token text in GPT-2's alphabet -> raw bytes; nullopt when a character is outside it.
-bool alphabet_to_bytes(std::string_view token, const std::array<int, 0x144>& inverse,
-                       std::string& bytes) {
-  bytes.clear();
-  std::size_t pos = 0;
-  char32_t cp = 0;
-  while (pos < token.size()) {
-    const std::size_t n = decode_utf8(token, pos, cp);
-    if (n == 0 || cp >= inverse.size() || inverse[cp] < 0) return false;
-    bytes += static_cast<char>(inverse[cp]);
-    pos += n;
-  }
-  return true;
-}
-
-std::array<int, 0x144> inverse_alphabet() {
-  std::array<int, 0x144> inverse;
-  inverse.fill(-1);
-  const auto forward = gpt2_byte_to_unicode();
-  for (int b = 0; b < 256; ++b) inverse[forward[b]] = b;
-  return inverse;
 }
 
 }  // namespace
@@ -84,7 +81,6 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(std::string_view vocab_json, std::string_view
                                    const std::string& vocab_origin,
                                    const std::string& merges_origin)
     : merges_(std::make_unique<MergeTable>()) {
-  const auto inverse = inverse_alphabet();
 
   // vocab.json: {"token in GPT-2's alphabet": id, ...}
   nlohmann::json vocab;
@@ -109,7 +105,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(std::string_view vocab_json, std::string_view
   std::vector<bool> assigned(static_cast<std::size_t>(num_vocab_ids_), false);
   std::string bytes;
   for (const auto& [token, id] : vocab.items()) {
-    MEGATRON_CHECK(alphabet_to_bytes(token, inverse, bytes), vocab_origin, ": token ",
+    MEGATRON_CHECK(gpt2_alphabet_to_bytes(token, bytes), vocab_origin, ": token ",
                    nlohmann::json(token).dump(), " has characters outside GPT-2's byte alphabet");
     const auto index = id.get<std::int32_t>();
     symbol_bytes_[static_cast<std::size_t>(index)] = bytes;
@@ -149,8 +145,8 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(std::string_view vocab_json, std::string_view
     }
     MEGATRON_CHECK(parts.size() == 2, merges_origin, ":", i + 1,
                    ": expected two tokens separated by a space, found ", parts.size());
-    MEGATRON_CHECK(alphabet_to_bytes(parts[0], inverse, left_bytes) &&
-                       alphabet_to_bytes(parts[1], inverse, right_bytes),
+    MEGATRON_CHECK(gpt2_alphabet_to_bytes(parts[0], left_bytes) &&
+                       gpt2_alphabet_to_bytes(parts[1], right_bytes),
                    merges_origin, ":", i + 1, ": characters outside GPT-2's byte alphabet");
     const std::int32_t left = intern_symbol(left_bytes);
     const std::int32_t right = intern_symbol(right_bytes);

@@ -7,6 +7,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "megatron/tokenizer/hf_tokenizer.h"
 #include "megatron/tokenizer/tiktoken_tokenizer.h"
 
 namespace megatron::tokenizer {
@@ -98,8 +99,16 @@ std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
 }
 
 std::vector<std::string> supported_tokenizer_types() {
-  return {Gpt2BpeTokenizer::kTypeName, "TikTokenizer", "NullTokenizer"};
+  return {Gpt2BpeTokenizer::kTypeName, "HuggingFaceTokenizer", "TikTokenizer", "NullTokenizer"};
 }
+
+namespace {
+std::string supported_list() {
+  std::string list;
+  for (const std::string& type : supported_tokenizer_types()) list += (list.empty() ? "" : ", ") + type;
+  return list;
+}
+}  // namespace
 
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   static const std::vector<std::string> kMegatronTypes = {
@@ -113,6 +122,11 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     return Gpt2BpeTokenizer::from_files(options.vocab_file, options.merge_file);
   }
   if (options.type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
+  if (options.type == "HuggingFaceTokenizer") {
+    MEGATRON_CHECK(!options.tokenizer_model.empty(),
+                   "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
+    return make_hf_tokenizer(options.tokenizer_model);
+  }
   if (options.type == "TikTokenizer") {
     MEGATRON_CHECK(!options.tiktoken_pattern.empty(),
                    "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
@@ -127,10 +141,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();
   MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, "
-                 "TikTokenizer, NullTokenizer");
+                 " is a Megatron tokenizer this build does not implement yet; supported: ", supported_list());
   MEGATRON_FAIL("--tokenizer-type ", options.type,
-                " is not a Megatron tokenizer type; supported: GPT2BPETokenizer, TikTokenizer, NullTokenizer");
+                " is not a Megatron tokenizer type; supported: ", supported_list());
 }
 
 }  // namespace megatron::tokenizer

@@ -74,5 +74,7 @@ class Gpt2BpeTokenizer final : public Tokenizer {
 // GPT-2's byte <-> unicode alphabet (spec 3.1): printable bytes map to themselves, the other 68
 // to U+0100.. in byte order.
 std::array<char32_t, 256> gpt2_byte_to_unicode();
+// A token spelled in that alphabet, as raw bytes; false if a character is outside it.
+bool gpt2_alphabet_to_bytes(std::string_view token, std::string& bytes);
 
 }  // namespace megatron::tokenizer

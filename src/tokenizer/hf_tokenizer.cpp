@@ -1,0 +1,269 @@
+// HuggingFaceTokenizer (see hf_tokenizer.h): the files read and the pipeline of hf_components.h
+// run in the `tokenizers` library's order, plus what transformers' AutoTokenizer adds on top (the
+// named special tokens of tokenizer_config.json, its add_bos_token / add_eos_token template).
+#include "megatron/tokenizer/hf_tokenizer.h"
+
+#include <filesystem>
+#include <optional>
+
+#include "flat_hash.h"
+#include "hf_components.h"
+#include "megatron/core/check.h"
+#include "megatron/core/file_io.h"
+#include "megatron/tokenizer/pretokenizer.h"
+#include "megatron/tokenizer/unicode.h"
+
+namespace megatron::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+using hf::json;
+
+constexpr const char* kFlag = "--tokenizer-model";
+
+json read_json(const fs::path& path) {
+  const std::string text = read_text_file(path.string(), kFlag);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    MEGATRON_FAIL(path.string(), " (", kFlag, ") is not valid JSON: ", e.what());
+  }
+}
+
+// A special token of tokenizer_config.json: a string or an AddedToken object.
+std::optional<hf::AddedToken> config_token(const json& j) {
+  hf::AddedToken token;
+  token.special = true;
+  if (j.is_string()) {
+    token.content = j.get<std::string>();
+  } else if (j.is_object() && j.contains("content")) {
+    token.content = j.at("content").get<std::string>();
+    token.single_word = j.value("single_word", false);
+    token.lstrip = j.value("lstrip", false);
+    token.rstrip = j.value("rstrip", false);
+    token.normalized = j.value("normalized", false);
+  } else {
+    return std::nullopt;
+  }
+  return token;
+}
+
+class HfTokenizer;
+
+class HfEncoder final : public Encoder {
+ public:
+  explicit HfEncoder(const HfTokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  void encode(std::string_view text, std::vector<std::int32_t>& out) override;
+
+ private:
+  const HfTokenizer& tokenizer_;
+  PieceCache cache_;
+  std::vector<std::pair<std::int32_t, std::string_view>> raw_, normalized_;
+  std::vector<hf::Piece> pieces_;
+};
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder);
+  std::string type() const override { return "HuggingFaceTokenizer"; }
+  std::size_t vocab_size() const override { return vocab_size_; }
+  std::int32_t eod() const override {
+    MEGATRON_CHECK(eos_ >= 0, where_, " names no eos_token (tokenizer_config.json or special_tokens_map.json), "
+                   "so there is no end-of-document id");
+    return eos_;
+  }
+  std::unique_ptr<Encoder> make_encoder() const override { return std::make_unique<HfEncoder>(*this); }
+  std::string decode(std::span<const std::int32_t> ids) const override;
+
+ private:
+  friend class HfEncoder;
+  std::int32_t token_id(const std::string& content) const;
+  void add_token(hf::AddedToken token);
+
+  std::string where_;
+  std::unique_ptr<hf::Normalizer> normalizer_;
+  std::unique_ptr<hf::PreTokenizer> pre_tokenizer_;
+  std::unique_ptr<hf::BpeModel> model_;
+  std::unique_ptr<hf::PostProcessor> post_processor_;
+  std::unique_ptr<hf::Decoder> decoder_;
+  std::vector<hf::AddedToken> added_;
+  std::unique_ptr<hf::AddedTokenMatcher> raw_matcher_, normalized_matcher_;
+  std::vector<std::string> id_to_token_;
+  std::size_t vocab_size_ = 0;
+  std::int32_t eos_ = -1;
+};
+
+HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder) : where_(tokenizer_json.string()) {
+  const json j = read_json(tokenizer_json);
+  const std::string w = where_ + ": ";
+  MEGATRON_CHECK(j.is_object() && j.contains("model"), where_, " (", kFlag, ") has no \"model\": not a tokenizer.json");
+  normalizer_ = hf::parse_normalizer(j.value("normalizer", json()), w + "normalizer");
+  pre_tokenizer_ = hf::parse_pre_tokenizer(j.value("pre_tokenizer", json()), w + "pre_tokenizer");
+  const json& model = j.at("model");
+  const std::string model_type = model.value("type", std::string("BPE"));
+  MEGATRON_CHECK(model_type == "BPE", w, "model is a ", model_type,
+                 " model, which this build does not implement (implemented: BPE)");
+  const bool byte_level = pre_tokenizer_ && pre_tokenizer_->byte_level();
+  model_ = std::make_unique<hf::BpeModel>(model, byte_level, w + "model");
+  post_processor_ = hf::parse_post_processor(j.value("post_processor", json()), w + "post_processor");
+  decoder_ = hf::parse_decoder(j.value("decoder", json()), w + "decoder");
+  id_to_token_ = model_->tokens();
+  vocab_size_ = model_->size();
+  const json added = j.value("added_tokens", json::array());
+  for (std::size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
+    hf::AddedToken token;
+    MEGATRON_CHECK(a.contains("id") && a.contains("content"), w, "added_tokens[", i, "] needs an id and a content");
+    token.id = a.at("id").get<std::int32_t>();
+    token.content = a.at("content").get<std::string>();
+    token.single_word = a.value("single_word", false);
+    token.lstrip = a.value("lstrip", false);
+    token.rstrip = a.value("rstrip", false);
+    token.normalized = a.value("normalized", false);
+    token.special = a.value("special", false);
+    add_token(std::move(token));
+  }
+
+  // What AutoTokenizer adds: the named special tokens of the configuration (added when missing),
+  // the eos token, and a BOS/EOS template when add_bos_token / add_eos_token are given.
+  json config = json::object();
+  if (fs::exists(folder / "tokenizer_config.json")) config = read_json(folder / "tokenizer_config.json");
+  json special_map = json::object();
+  if (fs::exists(folder / "special_tokens_map.json")) special_map = read_json(folder / "special_tokens_map.json");
+  std::int32_t bos = -1;
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    const json& entry = config.contains(name) ? config.at(name) : special_map.value(name, json());
+    std::optional<hf::AddedToken> token = config_token(entry);
+    if (!token) continue;
+    std::int32_t id = token_id(token->content);
+    if (id < 0) {
+      token->id = static_cast<std::int32_t>(vocab_size_);
+      id = token->id;
+      add_token(*token);
+    }
+    if (std::string_view(name) == "eos_token") eos_ = id;
+    if (std::string_view(name) == "bos_token") bos = id;
+  }
+  if (config.contains("add_bos_token") || config.contains("add_eos_token")) {
+    const bool add_bos = config.value("add_bos_token", false) && bos >= 0;
+    const bool add_eos = config.value("add_eos_token", false) && eos_ >= 0;
+    post_processor_ = hf::make_bos_eos_processor(add_bos ? bos : -1, add_eos ? eos_ : -1);
+  }
+
+  std::vector<hf::AddedToken> raw, normalized;
+  std::vector<std::string> raw_contents, normalized_contents;
+  for (const hf::AddedToken& token : added_) {
+    if (token.normalized) {
+      std::string content = token.content;
+      if (normalizer_) normalizer_->normalize(content);
+      normalized.push_back(token);
+      normalized_contents.push_back(std::move(content));
+    } else {
+      raw.push_back(token);
+      raw_contents.push_back(token.content);
+    }
+  }
+  raw_matcher_ = std::make_unique<hf::AddedTokenMatcher>(std::move(raw), std::move(raw_contents));
+  normalized_matcher_ = std::make_unique<hf::AddedTokenMatcher>(std::move(normalized), std::move(normalized_contents));
+}
+
+std::int32_t HfTokenizer::token_id(const std::string& content) const {
+  for (const hf::AddedToken& token : added_) {
+    if (token.content == content) return token.id;
+  }
+  for (std::size_t id = 0; id < id_to_token_.size(); ++id) {
+    if (id_to_token_[id] == content && model_->contains(content)) return static_cast<std::int32_t>(id);
+  }
+  return -1;
+}
+
+// An added token keeps the model's id for its content when the model has it; the vocabulary
+// grows by the tokens the model does not have.
+void HfTokenizer::add_token(hf::AddedToken token) {
+  for (const hf::AddedToken& existing : added_) {
+    if (existing.content == token.content) return;
+  }
+  MEGATRON_CHECK(token.id >= 0, where_, ": added token \"", token.content, "\" has a negative id");
+  if (!model_->contains(token.content)) ++vocab_size_;
+  if (static_cast<std::size_t>(token.id) >= id_to_token_.size()) id_to_token_.resize(token.id + 1);
+  id_to_token_[token.id] = token.content;
+  added_.push_back(std::move(token));
+}
+
+std::string HfTokenizer::decode(std::span<const std::int32_t> ids) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (const std::int32_t id : ids) {
+    MEGATRON_CHECK(id >= 0 && static_cast<std::size_t>(id) < id_to_token_.size() && !id_to_token_[id].empty(),
+                   "token id ", id, " is not in the vocabulary of ", where_);
+    tokens.push_back(id_to_token_[id]);
+  }
+  if (!decoder_) {
+    std::string out;
+    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
+  }
+  decoder_->decode_chain(tokens);
+  std::string out;
+  for (const std::string& t : tokens) out += t;
+  return utf8_replace_invalid(out);
+}
+
+void HfEncoder::encode(std::string_view text, std::vector<std::int32_t>& out) {
+  if (const std::size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) throw_invalid_utf8(text, bad);
+  const HfTokenizer& t = tokenizer_;
+  const std::size_t begin = out.size();
+  const auto encode_piece = [&](std::string_view piece, std::vector<std::int32_t>& ids) { t.model_->encode(piece, ids); };
+  t.raw_matcher_->split(text, raw_);
+  for (const auto& [raw_id, raw_text] : raw_) {
+    if (raw_id >= 0) {
+      out.push_back(raw_id);
+      continue;
+    }
+    if (raw_text.empty()) continue;
+    std::string normalized(raw_text);
+    std::size_t origin = 0;  // the bytes of the text's first character (see hf::Piece)
+    if (raw_text.data() == text.data()) {
+      char32_t cp = 0;
+      origin = decode_utf8(text, 0, cp);
+    }
+    if (t.normalizer_) t.normalizer_->normalize(normalized, origin);
+    t.normalized_matcher_->split(normalized, normalized_);
+    for (const auto& [id, piece] : normalized_) {
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+      if (piece.empty()) continue;
+      const auto begin_at = static_cast<std::size_t>(piece.data() - normalized.data());
+      const std::size_t piece_origin = begin_at < origin ? std::min(origin, begin_at + piece.size()) - begin_at : 0;
+      pieces_.assign(1, hf::Piece{std::string(piece), piece_origin});
+      if (t.pre_tokenizer_) t.pre_tokenizer_->split(pieces_);
+      for (const hf::Piece& p : pieces_) cache_.encode_through(p.text, out, encode_piece);
+    }
+  }
+  if (t.post_processor_) t.post_processor_->process(out, begin);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) {
+    if (!fs::exists(p / "tokenizer.json")) {
+      MEGATRON_FAIL(kFlag, " ", path, " has no tokenizer.json",
+                    fs::exists(p / "tokenizer.model")
+                        ? " (only a SentencePiece tokenizer.model: take --tokenizer-type Llama2Tokenizer, "
+                          "GPTSentencePieceTokenizer or SentencePieceTokenizer with --tokenizer-model "
+                          "DIR/tokenizer.model, or save the tokenizer with transformers to write tokenizer.json)"
+                        : "");
+    }
+    return std::make_unique<HfTokenizer>(p / "tokenizer.json", p);
+  }
+  if (fs::is_regular_file(p)) return std::make_unique<HfTokenizer>(p, p.parent_path());
+  MEGATRON_FAIL(kFlag, " ", path, " is not a local folder or tokenizer.json. Megatron would download a hub name such "
+                "as this from huggingface.co; this tool reads local files only: download it first (e.g. `hf download ",
+                path, " --local-dir DIR`, or save_pretrained(DIR) on a machine with access) and pass ", kFlag, " DIR");
+}
+
+}  // namespace megatron::tokenizer

@@ -1,0 +1,171 @@
+// The HuggingFaceTokenizer against transformers' AutoTokenizer (hf_reference.py, through
+// MEGATRON_PYTHON): tokenizer folders made as model authors make them (byte-level BPE in GPT-2,
+// Llama-3 and Qwen2 configurations, a SentencePiece model with byte fallback converted by
+// transformers, Llama-2's legacy normalizer, and two folders that exercise the other
+// components), on the GPT-2 edge cases, the corpus and texts that stress each part (added-token
+// text inside documents, Unicode spaces and line breaks, marks, long words and numbers). Ids,
+// decoded text, vocabulary size and end-of-document id must equal AutoTokenizer's. Also the
+// errors: hub names, unimplemented components and broken files, each named.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "megatron/core/check.h"
+#include "megatron/tokenizer/hf_tokenizer.h"
+#include "test_paths.h"
+
+namespace megatron::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// hf_reference.py's output: the CTest fixture hf_tokenizer_reference writes it before these run.
+const fs::path& reference() {
+  static const fs::path folder = [] {
+    const fs::path out = fs::path(testing::paths::kTestsBuild) / "unit" / "hf_reference";
+    if (!fs::exists(out / "done")) {
+      ADD_FAILURE() << out << " has no reference: run the tests through ctest (its fixture hf_tokenizer_reference "
+                    << "runs tests/unit/tokenizer/hf_reference.py first), or run that script with --out " << out;
+    }
+    return out;
+  }();
+  return folder;
+}
+
+std::string escaped(const std::string& text) { return nlohmann::json(text).dump().substr(0, 300); }
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+class HfTokenizerParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTokenizerParity, EncodesDecodesAndCountsAsAutoTokenizer) {
+  ASSERT_TRUE(fs::exists(reference() / "done"));
+  const std::string name = GetParam();
+  const auto tokenizer = make_hf_tokenizer((reference() / name).string());
+  const auto meta = read_json(reference() / (name + ".meta.json"));
+  EXPECT_EQ(tokenizer->type(), "HuggingFaceTokenizer");
+  EXPECT_EQ(tokenizer->vocab_size(), meta["vocab_size"].get<std::size_t>());
+  EXPECT_EQ(tokenizer->eod(), meta["eod"].get<std::int32_t>());
+  auto encoder = tokenizer->make_encoder();  // one encoder for all texts: its cache is exercised
+  std::ifstream cases(reference() / (name + ".jsonl"));
+  std::string line;
+  int texts = 0, mismatches = 0;
+  while (std::getline(cases, line)) {
+    const auto c = nlohmann::json::parse(line);
+    const std::string text = c["text"].get<std::string>();
+    const auto expected = c["ids"].get<std::vector<std::int32_t>>();
+    std::vector<std::int32_t> got;
+    encoder->encode(text, got);
+    if (got != expected && ++mismatches <= 5) {
+      std::size_t at = 0;
+      while (at < got.size() && at < expected.size() && got[at] == expected[at]) ++at;
+      ADD_FAILURE() << name << ": text " << texts << " " << escaped(text) << " differs at token " << at << " of "
+                    << expected.size() << " (AutoTokenizer " << (at < expected.size() ? expected[at] : -1)
+                    << ", ours " << (at < got.size() ? got[at] : -1) << ", " << got.size() << " tokens)";
+    }
+    const std::string decoded = tokenizer->decode(expected);
+    if (decoded != c["decoded"].get<std::string>() && ++mismatches <= 5) {
+      ADD_FAILURE() << name << ": text " << texts << " decodes to " << escaped(decoded) << ", AutoTokenizer "
+                    << escaped(c["decoded"].get<std::string>());
+    }
+    ++texts;
+  }
+  EXPECT_EQ(mismatches, 0) << name;
+  EXPECT_GT(texts, 1000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Folders, HfTokenizerParity,
+                         ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "llama2_legacy", "metaspace",
+                                           "whitespace"));
+
+std::string error_of(const std::string& path) {
+  try {
+    make_hf_tokenizer(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A scratch folder for the broken files, removed when the test ends.
+struct Scratch {
+  fs::path path = fs::temp_directory_path() / ("megatron-hf-errors-" + std::to_string(::getpid()));
+  ~Scratch() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+const fs::path& scratch() {
+  static Scratch s;
+  return s.path;
+}
+
+// A copy of a reference folder's tokenizer.json with `edit` applied, in a folder of its own.
+std::string edited(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = read_json(reference() / "gpt2" / "tokenizer.json");
+  edit(j);
+  const fs::path folder = scratch() / name;
+  fs::create_directories(folder);
+  std::ofstream(folder / "tokenizer.json") << j.dump();
+  return folder.string();
+}
+
+TEST(HfTokenizerErrors, NameTheFileTheJsonPathAndWhatIsMissing) {
+  ASSERT_TRUE(fs::exists(reference() / "done"));
+  EXPECT_NE(error_of("meta-llama/Llama-3.1-8B").find("not a local folder"), std::string::npos);
+  EXPECT_NE(error_of("meta-llama/Llama-3.1-8B").find("--tokenizer-model DIR"), std::string::npos);
+
+  const fs::path slow = reference() / "work" / "llama2-slow";  // tokenizer.model only
+  const std::string no_json = error_of(slow.string());
+  EXPECT_NE(no_json.find("has no tokenizer.json"), std::string::npos) << no_json;
+  EXPECT_NE(no_json.find("Llama2Tokenizer"), std::string::npos) << no_json;
+
+  const std::string unigram = error_of(edited("unigram", [](nlohmann::json& j) { j["model"]["type"] = "Unigram"; }));
+  EXPECT_NE(unigram.find("tokenizer.json: model is a Unigram model"), std::string::npos) << unigram;
+  const std::string wordpiece = error_of(edited("decoder", [](nlohmann::json& j) {
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Fuse"}}, {{"type", "WordPiece"}}}}};
+  }));
+  EXPECT_NE(wordpiece.find("decoder.decoders[1] is a WordPiece decoder"), std::string::npos) << wordpiece;
+  const std::string split = error_of(edited("split", [](nlohmann::json& j) {
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
+                                              {"behavior", "Isolated"}, {"invert", false}}}}};
+  }));
+  EXPECT_NE(split.find("pre_tokenizer.pretokenizers[0]: the regex (unclosed does not compile"), std::string::npos)
+      << split;
+  const std::string merge = error_of(edited("merge", [](nlohmann::json& j) {
+    j["model"]["merges"].push_back(nlohmann::json::array({"qqqzz", "y"}));
+  }));
+  EXPECT_NE(merge.find("model.merges["), std::string::npos) << merge;
+  EXPECT_NE(merge.find("\"qqqzz\" is not in the vocabulary"), std::string::npos) << merge;
+  const std::string dropout = error_of(edited("dropout", [](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }));
+  EXPECT_NE(dropout.find("model.dropout is 0.1"), std::string::npos) << dropout;
+
+  const fs::path broken = scratch() / "broken";
+  fs::create_directories(broken);
+  std::ofstream(broken / "tokenizer.json") << "{\"model\": ";
+  const std::string bad_json = error_of(broken.string());
+  EXPECT_NE(bad_json.find("tokenizer.json (--tokenizer-model) is not valid JSON"), std::string::npos) << bad_json;
+
+  // No eos_token anywhere: the tokenizer loads, asking for its end of document names the gap.
+  const auto no_eos = make_hf_tokenizer(edited("no-eos", [](nlohmann::json&) {}));
+  try {
+    no_eos->eod();
+    ADD_FAILURE() << "eod() without an eos_token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("names no eos_token"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace megatron::tokenizer

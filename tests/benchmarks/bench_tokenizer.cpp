@@ -1,7 +1,9 @@
-// Single-thread GPT-2 tokenizer throughput: the "text" values of a jsonl corpus, encoded over and
-// over until at least --min-mb MB of text went through one Encoder (cache included, as in
+// Single-thread tokenizer throughput: the "text" values of a jsonl corpus, encoded over and over
+// until at least --min-mb MB of text went through one Encoder (cache included, as in
 // preprocess_data). Prints MB/s (10^6 bytes of UTF-8 text per second) and tokens/s.
 // Usage: bench_tokenizer CORPUS.jsonl VOCAB.json MERGES.txt [--min-mb 100] [--repeats 3]
+//        bench_tokenizer CORPUS.jsonl --tokenizer-type T --tokenizer-model M [--tiktoken-pattern v2]
+//                        [--min-mb 100] [--repeats 3]      (any type build_tokenizer takes)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,18 +13,28 @@
 #include <string>
 #include <vector>
 
-#include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "megatron/tokenizer/tokenizer.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s CORPUS.jsonl VOCAB.json MERGES.txt [--min-mb N] [--repeats N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CORPUS.jsonl (VOCAB.json MERGES.txt | --tokenizer-type T --tokenizer-model M) "
+                 "[--tiktoken-pattern P] [--min-mb N] [--repeats N]\n", argv[0]);
     return 2;
   }
   double min_mb = 100;
   int repeats = 3;
-  for (int i = 4; i + 1 < argc; i += 2) {
+  megatron::tokenizer::TokenizerOptions options;
+  const bool named = std::strncmp(argv[2], "--", 2) == 0;
+  if (!named) {
+    options.vocab_file = argv[2];
+    options.merge_file = argv[3];
+  }
+  for (int i = named ? 2 : 4; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--min-mb") == 0) min_mb = std::stod(argv[i + 1]);
     if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::stoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--tokenizer-type") == 0) options.type = argv[i + 1];
+    if (std::strcmp(argv[i], "--tokenizer-model") == 0) options.tokenizer_model = argv[i + 1];
+    if (std::strcmp(argv[i], "--tiktoken-pattern") == 0) options.tiktoken_pattern = argv[i + 1];
   }
   try {
     std::vector<std::string> texts;
@@ -39,7 +51,7 @@ int main(int argc, char** argv) {
       }
       corpus_bytes += texts.back().size();
     }
-    const auto tokenizer = megatron::tokenizer::Gpt2BpeTokenizer::from_files(argv[2], argv[3]);
+    const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
     std::printf("corpus: %s, %zu texts, %.2f MB of text; target %.0f MB per run\n", argv[1],
                 texts.size(), corpus_bytes / 1e6, min_mb);
     double best = 0;

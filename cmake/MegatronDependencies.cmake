@@ -8,11 +8,9 @@ find_package(ZLIB REQUIRED)
 find_package(zstd REQUIRED)
 find_package(ICU 66 REQUIRED COMPONENTS uc)
 # The tokenizers: PCRE2 (libpcre2-dev, JIT-compiled) runs the Split regexes of HuggingFace
-# tokenizer.json files; SentencePiece models go through the SentencePiece library itself
-# (libsentencepiece-dev).
+# tokenizer.json files.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
-pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 if(TARGET zstd::libzstd_shared)
   set(MEGATRON_ZSTD zstd::libzstd_shared)
 else()

@@ -28,7 +28,7 @@ MEGATRON_CORE_VERSION="0.12.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
-  libicu-dev libpcre2-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  libicu-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin faketime
   libprotobuf-dev protobuf-compiler libisal-dev
   slurmctld slurmd slurm-client libpmix-dev
@@ -93,7 +93,8 @@ install_libtorch() {
     log "tiktoken: installing tiktoken==$TIKTOKEN_VERSION into .venv (the TikTokenizer is checked against it)"
     "$venv/bin/pip" install -q "tiktoken==$TIKTOKEN_VERSION"
   fi
-  # The tokenizer references: sentencepiece trains and encodes the test SentencePiece models,
+  # The tokenizer references: sentencepiece trains the test SentencePiece model (converted by
+  # transformers into a tokenizer.json),
   # tokenizers (transformers' own dependency, pinned) the tokenizer.json files, and megatron-core
   # writes the .bin/.idx files the preprocessing is compared with (its indexed_dataset module
   # only: --no-deps, it needs nothing beyond torch and numpy).

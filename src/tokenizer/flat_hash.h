@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace megatron::tokenizer {
@@ -66,6 +69,14 @@ class FlatU64Map {
   std::vector<V> values_;
   std::size_t size_ = 0;
 };
+
+// A map from strings that also finds std::string_view keys without a copy.
+struct StringViewHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringViewHash, std::equal_to<>>;
 
 inline std::uint64_t hash_bytes(std::string_view s) {
   std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ s.size();

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <queue>
-#include <unordered_map>
 
 #include "flat_hash.h"
 #include "hf_components.h"
@@ -19,11 +18,7 @@
 namespace megatron::tokenizer::hf {
 namespace {
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using Vocab = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
+using Vocab = StringMap<std::int32_t>;
 
 std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
@@ -130,7 +125,10 @@ BpeModel::BpeModel(const json& j, bool byte_level, const std::string& where) : t
 
 BpeModel::~BpeModel() = default;
 
-bool BpeModel::contains(std::string_view token) const { return tables_->vocab.find(token) != tables_->vocab.end(); }
+std::int32_t BpeModel::id(std::string_view token) const {
+  const auto it = tables_->vocab.find(token);
+  return it == tables_->vocab.end() ? -1 : it->second;
+}
 
 void BpeModel::encode(std::string_view piece, std::vector<std::int32_t>& out) const {
   if (piece.empty()) return;
@@ -176,7 +174,7 @@ void BpeModel::merge_word(std::string_view piece, std::vector<std::int32_t>& out
     add(id);
   };
   if (t.byte_level) {
-    const auto table = gpt2_byte_to_unicode();
+    static const auto table = gpt2_byte_to_unicode();
     for (const char c : piece) {
       const auto b = static_cast<unsigned char>(c);
       if (t.byte_id[b] >= 0) {

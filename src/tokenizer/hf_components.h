@@ -69,7 +69,7 @@ class PostProcessor {
   // Adds the special tokens around ids[begin, end) of a single sequence.
   virtual void process(std::vector<std::int32_t>& ids, std::size_t begin) const = 0;
 };
-// `token_id` resolves a token string (for Bert/Roberta processors); nullptr for a JSON null.
+// nullptr for a JSON null or a processor that leaves ids alone (ByteLevel).
 std::unique_ptr<PostProcessor> parse_post_processor(const json& j, const std::string& where);
 // The template transformers builds from add_bos_token / add_eos_token (-1: not added).
 std::unique_ptr<PostProcessor> make_bos_eos_processor(std::int32_t bos, std::int32_t eos);
@@ -91,7 +91,7 @@ class BpeModel {
   std::size_t size() const { return vocab_size_; }
   // The token string of every id below the largest (empty where none), as the file spells it.
   const std::vector<std::string>& tokens() const { return tokens_; }
-  bool contains(std::string_view token) const;
+  std::int32_t id(std::string_view token) const;  // -1: not a token of the model
 
  private:
   struct Tables;

@@ -1,7 +1,7 @@
 // tokenizer.json post-processors (TemplateProcessing, BertProcessing, RobertaProcessing,
 // ByteLevel, Sequence) for single sequences, and decoders (ByteLevel, Metaspace, ByteFallback,
 // Fuse, Strip, Replace, BPEDecoder, Sequence), as the `tokenizers` library applies them.
-#include <unicode/utf8.h>
+#include <cctype>
 
 #include "hf_components.h"
 #include "hf_regex.h"
@@ -115,11 +115,9 @@ class ByteFallbackDecoder final : public Decoder {
       run_count = 0;
     };
     for (std::string& t : tokens) {
-      unsigned value = 0;
       if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
           std::isxdigit(static_cast<unsigned char>(t[4]))) {
-        value = static_cast<unsigned>(std::stoul(t.substr(3, 2), nullptr, 16));
-        run += static_cast<char>(value);
+        run += static_cast<char>(std::stoul(t.substr(3, 2), nullptr, 16));
         ++run_count;
         continue;
       }
@@ -208,7 +206,9 @@ class DecoderSequence final : public Decoder {
  public:
   explicit DecoderSequence(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (const auto& p : parts_) p->decode_chain(tokens);
+    for (const auto& p : parts_) {
+      if (p) p->decode_chain(tokens);
+    }
   }
 
  private:

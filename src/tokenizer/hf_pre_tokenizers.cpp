@@ -4,8 +4,7 @@
 // scanner of pretokenizer.h, which matches it exactly; the byte alphabet is applied by the model.
 #include <unicode/uchar.h>
 
-#include <array>
-#include <optional>
+#include <algorithm>
 
 #include "hf_components.h"
 #include "hf_regex.h"

@@ -171,10 +171,7 @@ std::int32_t HfTokenizer::token_id(const std::string& content) const {
   for (const hf::AddedToken& token : added_) {
     if (token.content == content) return token.id;
   }
-  for (std::size_t id = 0; id < id_to_token_.size(); ++id) {
-    if (id_to_token_[id] == content && model_->contains(content)) return static_cast<std::int32_t>(id);
-  }
-  return -1;
+  return model_->id(content);
 }
 
 // An added token keeps the model's id for its content when the model has it; the vocabulary
@@ -184,7 +181,7 @@ void HfTokenizer::add_token(hf::AddedToken token) {
     if (existing.content == token.content) return;
   }
   MEGATRON_CHECK(token.id >= 0, where_, ": added token \"", token.content, "\" has a negative id");
-  if (!model_->contains(token.content)) ++vocab_size_;
+  if (model_->id(token.content) < 0) ++vocab_size_;
   if (static_cast<std::size_t>(token.id) >= id_to_token_.size()) id_to_token_.resize(token.id + 1);
   id_to_token_[token.id] = token.content;
   added_.push_back(std::move(token));

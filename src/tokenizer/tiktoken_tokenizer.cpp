@@ -59,11 +59,7 @@ bool decode_base64(std::string_view in, std::string& out) {
   return padding <= 2;
 }
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using RankMap = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
+using RankMap = StringMap<std::int32_t>;
 
 class TiktokenTokenizer;
 

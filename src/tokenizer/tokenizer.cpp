@@ -7,6 +7,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "megatron/tokenizer/sentencepiece_tokenizer.h"
 #include "megatron/tokenizer/tiktoken_tokenizer.h"
 
 namespace megatron::tokenizer {
@@ -98,7 +99,10 @@ std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
 }
 
 std::vector<std::string> supported_tokenizer_types() {
-  return {Gpt2BpeTokenizer::kTypeName, "TikTokenizer", "NullTokenizer"};
+  std::vector<std::string> types = {Gpt2BpeTokenizer::kTypeName, "TikTokenizer", "NullTokenizer"};
+  const auto& sentencepiece = sentencepiece_tokenizer_types();
+  types.insert(types.end(), sentencepiece.begin(), sentencepiece.end());
+  return types;
 }
 
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
@@ -124,13 +128,16 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     tiktoken.special_tokens = options.tiktoken_special_tokens;
     return make_tiktoken_tokenizer(tiktoken);
   }
+  if (is_sentencepiece_tokenizer_type(options.type)) {
+    return make_sentencepiece_tokenizer(options.type, options.tokenizer_model, options.vocab_extra_ids);
+  }
+  std::string supported;
+  for (const auto& type : supported_tokenizer_types()) supported += (supported.empty() ? "" : ", ") + type;
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();
   MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: GPT2BPETokenizer, "
-                 "TikTokenizer, NullTokenizer");
-  MEGATRON_FAIL("--tokenizer-type ", options.type,
-                " is not a Megatron tokenizer type; supported: GPT2BPETokenizer, TikTokenizer, NullTokenizer");
+                 " is a Megatron tokenizer this build does not implement yet; supported: ", supported);
+  MEGATRON_FAIL("--tokenizer-type ", options.type, " is not a Megatron tokenizer type; supported: ", supported);
 }
 
 }  // namespace megatron::tokenizer

@@ -11,6 +11,9 @@ find_package(ICU 66 REQUIRED COMPONENTS uc)
 # tokenizer.json files.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# SentencePiece (libsentencepiece-dev) runs the SentencePiece tokenizer types, from a module of its
+# own that only those types open (src/tokenizer/sentencepiece_library.h says why).
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 if(TARGET zstd::libzstd_shared)
   set(MEGATRON_ZSTD zstd::libzstd_shared)
 else()

@@ -28,7 +28,7 @@ MEGATRON_CORE_VERSION="0.12.0"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
-  libicu-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
+  libicu-dev libpcre2-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libgtest-dev libgmock-dev
   libzstd-dev zstd zlib1g-dev gzip libopenmpi-dev openmpi-bin faketime
   libprotobuf-dev protobuf-compiler libisal-dev
   slurmctld slurmd slurm-client libpmix-dev

@@ -35,7 +35,6 @@ constexpr Unsupported kUnsupported[] = {
     {"--find-optimal-num-workers", "the worker benchmark mode is not implemented"},
     {"--workers-to-check", "the worker benchmark mode is not implemented"},
     {"--max-documents", "the worker benchmark mode is not implemented"},
-    {"--vocab-extra-ids", "extra ids are not implemented"},
     {"--tokenizer-special-tokens", "added special tokens are not implemented (TikTokenizer takes --tiktoken-special-tokens)"},
 };
 
@@ -87,7 +86,11 @@ int run(int argc, char** argv) {
   app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
   app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
   app.add_option("--tokenizer-model", tokenizer_options.tokenizer_model,
-                 "HuggingFaceTokenizer: a folder with tokenizer.json; TikTokenizer: the vocabulary .json");
+                 "HuggingFaceTokenizer: a folder with tokenizer.json; TikTokenizer: the vocabulary .json; SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+                 "Llama2Tokenizer: the SentencePiece .model");
+  std::int64_t vocab_extra_ids = 0;  // parsed and dropped: Megatron's preprocess_data sets it to 0
+  app.add_option("--vocab-extra-ids", vocab_extra_ids,
+                 "accepted and ignored, as Megatron's preprocess_data does (it always uses 0)");
   app.add_option("--vocab-size", tokenizer_options.vocab_size,
                  "TikTokenizer: ids below this (default 131072); NullTokenizer: the vocabulary size");
   app.add_option("--tiktoken-pattern", tokenizer_options.tiktoken_pattern, "TikTokenizer: v1 or v2");
@@ -162,6 +165,10 @@ int run(int argc, char** argv) {
     tokenizer = megatron::tokenizer::build_tokenizer(tokenizer_options);
   } catch (const megatron::Error& e) {
     problems.push_back(e.what());
+  }
+  if (tokenizer && options.append_eod && tokenizer->eod() < 0) {
+    problems.push_back("--append-eod: " + tokenizer->type() + " has no end-of-document token (the --tokenizer-model "
+                       "has no EOS piece); drop --append-eod");
   }
   megatron::throw_if_problems("invalid command line", problems);
 

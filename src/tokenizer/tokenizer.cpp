@@ -8,6 +8,7 @@
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
+#include "megatron/tokenizer/sentencepiece_tokenizer.h"
 #include "megatron/tokenizer/tiktoken_tokenizer.h"
 
 namespace megatron::tokenizer {
@@ -99,7 +100,11 @@ std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
 }
 
 std::vector<std::string> supported_tokenizer_types() {
-  return {Gpt2BpeTokenizer::kTypeName, "HuggingFaceTokenizer", "TikTokenizer", "NullTokenizer"};
+  std::vector<std::string> types = {Gpt2BpeTokenizer::kTypeName, "HuggingFaceTokenizer", "TikTokenizer",
+                                    "NullTokenizer"};
+  const auto& sentencepiece = sentencepiece_tokenizer_types();
+  types.insert(types.end(), sentencepiece.begin(), sentencepiece.end());
+  return types;
 }
 
 namespace {
@@ -137,6 +142,9 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     tiktoken.num_special_tokens = options.tiktoken_num_special_tokens;
     tiktoken.special_tokens = options.tiktoken_special_tokens;
     return make_tiktoken_tokenizer(tiktoken);
+  }
+  if (is_sentencepiece_tokenizer_type(options.type)) {
+    return make_sentencepiece_tokenizer(options.type, options.tokenizer_model, options.vocab_extra_ids);
   }
   const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
                      kMegatronTypes.end();

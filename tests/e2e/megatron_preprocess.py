@@ -18,6 +18,8 @@ import json
 import os
 import sys
 
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SENTENCEPIECE_TYPES = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
 
 _tokenizers = {}
 
@@ -28,6 +30,16 @@ def megatron_tokenizer(tokenizer_type, args):
     if key not in _tokenizers:
         if tokenizer_type == "HuggingFaceTokenizer":
             _tokenizers[key] = HuggingFaceTokenizer(args.tokenizer_model)
+        elif tokenizer_type in SENTENCEPIECE_TYPES:
+            sys.path.insert(0, os.path.join(TESTS, "unit", "tokenizer"))
+            import sentencepiece_reference
+
+            cls = sentencepiece_reference.TYPES[tokenizer_type]
+            if tokenizer_type == "SentencePieceTokenizer":
+                # tools/preprocess_data.py sets args.vocab_extra_ids = 0 whatever the command line says.
+                _tokenizers[key] = cls(args.tokenizer_model, vocab_extra_ids=0)
+            else:
+                _tokenizers[key] = cls(args.tokenizer_model)
         else:
             raise SystemExit(f"megatron_preprocess.py: no reference for --tokenizer-type {tokenizer_type} yet")
     return _tokenizers[key]

@@ -90,8 +90,8 @@ rejects "unknown flag --jsonkeys; did you mean --json-keys?" "${TOKENIZER[@]}" "
 rejects "--split-sentences is not supported yet: sentence splitting (NLTK punkt) is not implemented" \
   "${TOKENIZER[@]}" "${GOOD[@]}" --split-sentences
 rejects "--partitions 2 is not supported" "${TOKENIZER[@]}" "${GOOD[@]}" --partitions 2 --workers 2
-rejects "--tokenizer-type SentencePieceTokenizer is a Megatron tokenizer this build does not implement yet" \
-  --tokenizer-type SentencePieceTokenizer "${GOOD[@]}"
+rejects "--tokenizer-type BertWordPieceCase is a Megatron tokenizer this build does not implement yet" \
+  --tokenizer-type BertWordPieceCase "${GOOD[@]}"
 rejects "--tokenizer-type Bogus is not a Megatron tokenizer type; supported: GPT2BPETokenizer" \
   --tokenizer-type Bogus --vocab-file "$VOCAB" --merge-file "$MERGES" "${GOOD[@]}"
 

@@ -57,7 +57,8 @@ struct TokenizerOptions {
   std::string vocab_file;
   std::string merge_file;
   std::int64_t vocab_size = 0;  // --vocab-size: NullTokenizer's size; TikTokenizer's cut (0: 131072)
-  std::string tokenizer_model;  // --tokenizer-model: TikTokenizer's vocabulary .json
+  std::string tokenizer_model;  // --tokenizer-model: TikTokenizer's vocabulary .json; SentencePiece's .model
+  std::int64_t vocab_extra_ids = 0;  // --vocab-extra-ids: SentencePieceTokenizer's <extra_id_i> tokens
   std::string tiktoken_pattern;  // --tiktoken-pattern v1|v2 (TikTokenizer needs it)
   std::int64_t tiktoken_num_special_tokens = 1000;
   std::vector<std::string> tiktoken_special_tokens;  // empty: <unk> <s> </s>

@@ -31,6 +31,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string type() const override { return type_; }
   std::size_t vocab_size() const override { return static_cast<std::size_t>(vocab_size_); }
   std::int32_t eod() const override { return eod_; }
+  std::optional<std::int32_t> pad() const override {
+    return pad_ >= 0 ? std::optional<std::int32_t>(pad_) : std::nullopt;
+  }
   std::unique_ptr<Encoder> make_encoder() const override;
   std::string decode(std::span<const std::int32_t> ids) const override;
 
@@ -53,6 +56,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::int32_t vocab_size_;  // N, plus the added special tokens for SentencePieceTokenizer
   std::int32_t eod_ = -1;
   std::int32_t bos_ = -1;
+  std::int32_t pad_ = -1;
   // SentencePieceTokenizer only: the special tokens in Megatron's insertion order (that order breaks
   // ties between matches at one position), the set of their texts, and their text by id.
   std::vector<SpecialToken> specials_;
@@ -67,15 +71,21 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string type, Flavor flavor,
     // _GPTSentencePieceTokenizer / _Llama2Tokenizer: the model's own ids; eod is eos_id.
     eod_ = sp_->eos_id();
     bos_ = sp_->bos_id();
+    pad_ = sp_->pad_id();
     return;
   }
   // _SentencePieceTokenizer._initalize: each token gets the id of its piece, or the next free id.
   for (const char* text : {"<CLS>", "<SEP>", "<EOD>", "<MASK>"}) add_special(text);
-  add_special(piece_or(sp_->pad_id(), "<PAD>"));
+  const std::string pad_text = piece_or(sp_->pad_id(), "<PAD>");
+  add_special(pad_text);
   add_special(piece_or(sp_->bos_id(), "<BOS>"));
   add_special(piece_or(sp_->eos_id(), "<EOS>"));
   for (std::int64_t i = 0; i < vocab_extra_ids; ++i) add_special("<extra_id_" + std::to_string(i) + ">");
-  eod_ = std::find_if(specials_.begin(), specials_.end(), [](const SpecialToken& s) { return s.text == "<EOD>"; })->id;
+  const auto id_of = [this](const std::string& text) {
+    return std::find_if(specials_.begin(), specials_.end(), [&](const SpecialToken& s) { return s.text == text; })->id;
+  };
+  eod_ = id_of("<EOD>");
+  pad_ = id_of(pad_text);
 }
 
 std::string SentencePieceTokenizer::piece_or(int id, const char* fallback) const {

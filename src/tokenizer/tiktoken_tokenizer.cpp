@@ -175,6 +175,20 @@ TiktokenPattern parse_tiktoken_pattern(std::string_view name) {
   MEGATRON_FAIL("--tiktoken-pattern must be v1 or v2, got '", name, "'");
 }
 
+std::string_view tiktoken_pattern_regex(TiktokenPattern pattern) {
+  // Megatron's PATTERN_TIKTOKEN and PATTERN_TIKTOKEN_V2 (core_v0.12.0 tokenizer.py), as Python
+  // holds them (the text between the quotes, escapes resolved).
+  switch (pattern) {
+    case TiktokenPattern::kV1:
+      return R"([^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+    case TiktokenPattern::kV2:
+      return R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|)"
+             R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}|)"
+             R"( ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  }
+  return {};
+}
+
 std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& options) {
   const std::string& path = options.path;
   MEGATRON_CHECK(!path.empty(), "--tokenizer-type TikTokenizer needs --tokenizer-model (the vocabulary .json)");

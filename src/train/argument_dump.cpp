@@ -17,31 +17,6 @@ namespace {
 using detail::DumpStyle;
 using detail::FieldSpec;
 
-// Python's repr() of a str: single quotes unless the text holds ' and no ".
-std::string python_repr(const std::string& text) {
-  const char quote = text.find('\'') != std::string::npos && text.find('"') == std::string::npos ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (ch == quote || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + quote;
-}
 
 std::string python_str(const std::string& value) { return value; }
 std::string python_str(bool value) { return value ? "True" : "False"; }
@@ -58,11 +33,7 @@ std::string python_str(E value) {
 }
 // --attention-backend holds a Python enum (AttnBackend) in Megatron: str() prints its class.
 std::string python_str(AttentionBackend value) { return "AttnBackend." + std::string(enum_name(value)); }
-std::string python_str(const std::vector<std::string>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + python_repr(values[i]);
-  return out + "]";
-}
+std::string python_str(const std::vector<std::string>& values) { return python_list_str(values); }
 template <typename T>
 std::string python_str(const std::optional<T>& value) {
   return value ? python_str(*value) : "None";

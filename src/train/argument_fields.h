@@ -57,7 +57,9 @@ inline constexpr std::string_view kTokenizerChoices[] = {
     "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
     "GPTSentencePieceTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer",
     "NullTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
-inline constexpr std::string_view kImplementedTokenizers[] = {"GPT2BPETokenizer", "NullTokenizer"};
+inline constexpr std::string_view kImplementedTokenizers[] = {
+    "GPT2BPETokenizer", "HuggingFaceTokenizer", "TikTokenizer", "NullTokenizer", "SentencePieceTokenizer",
+    "GPTSentencePieceTokenizer", "Llama2Tokenizer"};
 inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
@@ -161,12 +163,16 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader."}, d.create_attention_mask_in_dataloader);
 
   auto& k = a.tokenizer;
-  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer or NullTokenizer.", DumpStyle::kPlain, {kTokenizerChoices, kImplementedTokenizers}}, k.tokenizer_type);
+  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer.", DumpStyle::kPlain, {kTokenizerChoices, kImplementedTokenizers}}, k.tokenizer_type);
   f(FieldSpec{"vocab_file", "--vocab-file", K::kValue, "GPT-2 vocab.json."}, k.vocab_file);
   f(FieldSpec{"merge_file", "--merge-file", K::kValue, "GPT-2 merges.txt."}, k.merge_file);
-  f(FieldSpec{"vocab_size", "--vocab-size", K::kValue, "Vocabulary size (NullTokenizer)."}, k.vocab_size);
+  f(FieldSpec{"tokenizer_model", "--tokenizer-model", K::kValue, "HuggingFaceTokenizer: a folder with tokenizer.json; SentencePiece types: the .model file; TikTokenizer: the vocabulary .json."}, k.tokenizer_model);
+  f(FieldSpec{"vocab_size", "--vocab-size", K::kValue, "NullTokenizer: the vocabulary size; TikTokenizer: ids below this (default 131072)."}, k.vocab_size);
   f(FieldSpec{"padded_vocab_size", "--padded-vocab-size", K::kValue, "Model vocabulary size; default padded from the tokenizer's."}, k.padded_vocab_size);
-  f(FieldSpec{"vocab_extra_ids", "--vocab-extra-ids", K::kValue, "Extra sentinel tokens (0 in this build)."}, k.vocab_extra_ids);
+  f(FieldSpec{"vocab_extra_ids", "--vocab-extra-ids", K::kValue, "SentencePieceTokenizer: <extra_id_i> tokens added to the vocabulary."}, k.vocab_extra_ids);
+  f(FieldSpec{"tiktoken_pattern", "--tiktoken-pattern", K::kValue, "TikTokenizer: the pre-tokenizer regex, v1 or v2."}, k.tiktoken_pattern);
+  f(FieldSpec{"tiktoken_num_special_tokens", "--tiktoken-num-special-tokens", K::kValue, "TikTokenizer: ids reserved for special tokens."}, k.tiktoken_num_special_tokens);
+  f(FieldSpec{"tiktoken_special_tokens", "--tiktoken-special-tokens", K::kList, "TikTokenizer: the special tokens (with <unk> <s> </s>)."}, k.tiktoken_special_tokens);
 
   auto& l = a.logging;
   f(FieldSpec{"log_interval", "--log-interval", K::kValue, "Iterations between training log lines."}, l.log_interval);

@@ -56,10 +56,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--non-persistent-save-interval", K::kValue, "non-persistent checkpoints are not implemented"},
     {"--non-persistent-ckpt-type", K::kValue, "non-persistent checkpoints are not implemented"},
     // Tokenizer (6.8).
-    {"--tokenizer-model", K::kValue, "only GPT2BPETokenizer (--vocab-file, --merge-file) and NullTokenizer are implemented"},
-    {"--tiktoken-pattern", K::kValue, "TikTokenizer is not implemented yet"},
-    {"--tiktoken-num-special-tokens", K::kValue, "TikTokenizer is not implemented yet"},
-    {"--tiktoken-special-tokens", K::kList, "TikTokenizer is not implemented yet"},
     {"--tokenizer-special-tokens", K::kList, "special tokens are not implemented yet"},
     {"--null-tokenizer-eod-id", K::kValue, "NullTokenizer's end-of-document id is fixed in this build"},
     {"--null-tokenizer-pad-id", K::kValue, "NullTokenizer's pad id is fixed in this build"},

@@ -76,7 +76,7 @@ class Resolver {
   void optimizer();
   void schedule();
   void tokenizer();
-  void tokenizer_file(const std::string& flag, const std::optional<std::string>& path);
+  void tokenizer_file(const std::string& type, const std::string& flag, const std::optional<std::string>& path);
   void logging_and_checkpoints();
 
   Arguments& a_;

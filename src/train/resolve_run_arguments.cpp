@@ -102,22 +102,39 @@ void Resolver::tokenizer() {
   }
   if (!k.tokenizer_type) {
     if (valid("tokenizer_type")) {
-      problem("--tokenizer-type is required: GPT2BPETokenizer (with --vocab-file and --merge-file) or NullTokenizer (with --vocab-size)");
+      problem("--tokenizer-type is required: GPT2BPETokenizer (with --vocab-file and --merge-file), NullTokenizer "
+              "(with --vocab-size), or HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
+              "Llama2Tokenizer, TikTokenizer (with --tokenizer-model)");
     }
-  } else if (*k.tokenizer_type == "GPT2BPETokenizer") {
-    tokenizer_file("--vocab-file", k.vocab_file);
-    tokenizer_file("--merge-file", k.merge_file);
-  } else if (*k.tokenizer_type == "NullTokenizer") {
+  } else if (const std::string& type = *k.tokenizer_type; type == "GPT2BPETokenizer") {
+    tokenizer_file(type, "--vocab-file", k.vocab_file);
+    tokenizer_file(type, "--merge-file", k.merge_file);
+  } else if (type == "NullTokenizer") {
     if (!k.vocab_size && valid("vocab_size")) problem("--tokenizer-type NullTokenizer needs --vocab-size");
+  } else if (type == "TikTokenizer") {
+    tokenizer_file(type, "--tokenizer-model", k.tokenizer_model);
+    if (!k.tiktoken_pattern) {
+      if (valid("tiktoken_pattern")) problem("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+    } else if (*k.tiktoken_pattern != "v1" && *k.tiktoken_pattern != "v2") {
+      problem("--tiktoken-pattern must be v1 or v2, got '" + *k.tiktoken_pattern + "'");
+    }
+    if (k.tiktoken_num_special_tokens < 0) {
+      problem("--tiktoken-num-special-tokens must be at least 0, got " + num(k.tiktoken_num_special_tokens));
+    }
+  } else if (type == "HuggingFaceTokenizer") {
+    // A folder with tokenizer.json or the file; a hub name is refused when the tokenizer is built.
+    if (!k.tokenizer_model) problem("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
+  } else {  // the SentencePiece types
+    tokenizer_file(type, "--tokenizer-model", k.tokenizer_model);
   }
   if (k.vocab_size) positive("--vocab-size", "vocab_size", *k.vocab_size);
   if (k.padded_vocab_size) positive("--padded-vocab-size", "padded_vocab_size", *k.padded_vocab_size);
-  unsupported(k.vocab_extra_ids != 0, "--vocab-extra-ids " + num(std::int64_t{k.vocab_extra_ids}));
+  if (k.vocab_extra_ids < 0) problem("--vocab-extra-ids must be at least 0, got " + num(std::int64_t{k.vocab_extra_ids}));
 }
 
-void Resolver::tokenizer_file(const std::string& flag, const std::optional<std::string>& path) {
+void Resolver::tokenizer_file(const std::string& type, const std::string& flag, const std::optional<std::string>& path) {
   if (!path) {
-    problem("--tokenizer-type GPT2BPETokenizer needs " + flag);
+    problem("--tokenizer-type " + type + " needs " + flag);
   } else if (!std::filesystem::is_regular_file(*path)) {
     problem(flag + " " + *path + ": no such file");
   }

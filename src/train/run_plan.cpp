@@ -135,6 +135,11 @@ RunPlan make_run_plan(const Arguments& args) {
   plan.tokenizer.vocab_file = args.tokenizer.vocab_file.value_or("");
   plan.tokenizer.merge_file = args.tokenizer.merge_file.value_or("");
   plan.tokenizer.vocab_size = args.tokenizer.vocab_size.value_or(0);
+  plan.tokenizer.tokenizer_model = args.tokenizer.tokenizer_model.value_or("");
+  plan.tokenizer.vocab_extra_ids = args.tokenizer.vocab_extra_ids;
+  plan.tokenizer.tiktoken_pattern = args.tokenizer.tiktoken_pattern.value_or("");
+  plan.tokenizer.tiktoken_num_special_tokens = args.tokenizer.tiktoken_num_special_tokens;
+  plan.tokenizer.tiktoken_special_tokens = args.tokenizer.tiktoken_special_tokens.value_or(std::vector<std::string>{});
   plan.data = data_plan(args);
   plan.adam = optim::AdamWConfig{args.optimizer.adam_beta1, args.optimizer.adam_beta2, args.optimizer.adam_eps};
   plan.scheduler = scheduler_config(args);

@@ -9,25 +9,52 @@
 #include "megatron/core/check.h"
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
-#include "megatron/tokenizer/gpt2_bpe_tokenizer.h"
+#include "megatron/core/strings.h"
+#include "megatron/tokenizer/tiktoken_tokenizer.h"
 #include "trainer_parts.h"
 
 namespace megatron::train {
 
 namespace {
 
+// Megatron core_v0.12.0's unique_identifiers of the tokenizer (MegatronTokenizer.__init__): the
+// class name, the paths it was given, then its keyword arguments as str() gives them. They name the
+// dataset cache files, so they must be Megatron's for a run to share its caches.
+data::PyJson tokenizer_identifiers(const tokenizer::TokenizerOptions& o) {
+  auto id = data::PyJson::dict();
+  const auto paths = [&](std::initializer_list<data::PyJson> items) {
+    id.set("tokenizer_path", data::PyJson(data::PyJson::List(items)));
+  };
+  if (o.type == "GPT2BPETokenizer") {
+    id.set("class", "_GPT2BPETokenizer");
+    paths({o.vocab_file, o.merge_file});
+  } else if (o.type == "NullTokenizer") {
+    id.set("class", "_NullTokenizer");
+    paths({});
+  } else if (o.type == "HuggingFaceTokenizer") {
+    id.set("class", "_HuggingFaceTokenizer");
+    paths({o.tokenizer_model});
+  } else if (o.type == "TikTokenizer") {
+    id.set("class", "CustomTikTokenizer");
+    paths({o.tokenizer_model});
+    id.set("pattern", std::string(tokenizer::tiktoken_pattern_regex(tokenizer::parse_tiktoken_pattern(o.tiktoken_pattern))));
+    id.set("vocab_size", o.vocab_size > 0 ? std::to_string(o.vocab_size) : "None");
+    id.set("num_special_tokens", std::to_string(o.tiktoken_num_special_tokens));
+    id.set("special_tokens", o.tiktoken_special_tokens.empty() ? "None" : python_list_str(o.tiktoken_special_tokens));
+  } else {  // the SentencePiece types; only SentencePieceTokenizer passes --vocab-extra-ids on
+    id.set("class", "_" + o.type);
+    paths({o.tokenizer_model});
+    id.set("vocab_extra_ids", std::to_string(o.type == "SentencePieceTokenizer" ? o.vocab_extra_ids : 0));
+  }
+  return id;
+}
+
 data::TokenizerInfo tokenizer_info(const tokenizer::TokenizerOptions& options, const tokenizer::Tokenizer& tok) {
   data::TokenizerInfo info;
   info.vocab_size = tok.vocab_size();
   info.eod = tok.eod();
-  // Megatron's legacy unique_identifiers: the class name, the files, then the options.
-  info.identifiers.set("class", tok.type() == "NullTokenizer" ? "_NullTokenizer" : "_GPT2BPETokenizer");
-  data::PyJson paths(data::PyJson::List{});
-  if (tok.type() != "NullTokenizer") {
-    paths.push_back(options.vocab_file);
-    paths.push_back(options.merge_file);
-  }
-  info.identifiers.set("tokenizer_path", paths);
+  if (const auto pad = tok.pad()) info.pad = *pad;
+  info.identifiers = tokenizer_identifiers(options);
   return info;
 }
 

@@ -1,5 +1,5 @@
-// Small string utilities shared by the tools: Python-compatible number text (written and read),
-// byte-size text and "did you mean" suggestions for misspelt flags.
+// Small string utilities shared by the tools: Python-compatible text of numbers (written and read)
+// and strings, byte-size text and "did you mean" suggestions for misspelt flags.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,13 @@ namespace megatron {
 // The text Python's repr(float) gives: the shortest digits that round-trip, fixed notation for
 // decimal exponents in [-4, 16), otherwise d.ddde+XX; integral values keep a trailing ".0".
 std::string python_float_repr(double value);
+
+// Python's repr() of a str: single quotes unless the text holds ' and no ", escapes for \\, the
+// quote, \n \r \t and other control bytes (\xNN); other bytes as they are.
+std::string python_repr(std::string_view text);
+
+// Python's str() of a list of str: ['a', 'b'].
+std::string python_list_str(const std::vector<std::string>& values);
 
 // Python's float(text): surrounding whitespace, a sign, decimal or exponent notation with single
 // underscores between digits, inf / infinity / nan in any case; overflow gives +-inf and

@@ -7,7 +7,8 @@
 // them, each at the next free id, in this order: <CLS> <SEP> <EOD> <MASK> (usually N..N+3); the
 // pad piece, or <PAD> when the model has no pad (pad_id -1: a new id); the BOS and EOS pieces, or
 // <BOS> / <EOS> when the model has none; <extra_id_0>.. for --vocab-extra-ids (preprocess_data
-// keeps it 0, as Megatron's does). vocab_size counts the added tokens; EOD is the id of <EOD>.
+// keeps it 0, as Megatron's does). vocab_size counts the added tokens; EOD is the id of <EOD>, pad()
+// the id of the pad token (the GPT dataset masks it out of the loss, as Megatron's does).
 // Surprising: encoding finds the special tokens' text in the document (leftmost first, ties to
 // the earlier-added token) and emits their ids, so the text "<s>" or "</s>" becomes the BOS or
 // EOS id and "<EOD>" the EOD id; each stretch of text between them is encoded on its own (with
@@ -15,7 +16,8 @@
 // back as text with a space after each and after the text before each ("a </s> b").
 //
 // GPTSentencePieceTokenizer: SentencePiece's encoding of the whole text, nothing added (no BOS);
-// vocab_size N; EOD is the model's EOS id (-1 when the model has none).
+// vocab_size N; EOD is the model's EOS id (-1 when the model has none), pad() the model's pad id
+// (none when it has none).
 //
 // Llama2Tokenizer: the BOS id, then SentencePiece's encoding: every text gets a BOS (in Megatron
 // every document, and every sentence under --split-sentences); vocab_size N; EOD is the EOS id

@@ -25,6 +25,9 @@ enum class TiktokenPattern {
 
 // "v1" / "v2" (--tiktoken-pattern); throws naming the flag otherwise.
 TiktokenPattern parse_tiktoken_pattern(std::string_view name);
+// The pattern's regex as Megatron writes it (it is part of the tokenizer's identity in the
+// dataset cache names).
+std::string_view tiktoken_pattern_regex(TiktokenPattern pattern);
 
 struct TiktokenOptions {
   std::string path;  // --tokenizer-model: the .json vocabulary

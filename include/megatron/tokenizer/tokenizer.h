@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,9 @@ class Tokenizer {
   virtual std::string type() const = 0;           // Megatron's --tokenizer-type name
   virtual std::size_t vocab_size() const = 0;     // before padding for the model
   virtual std::int32_t eod() const = 0;
+  // Megatron's tokenizer.pad, the id the GPT dataset pads with and masks out of the loss wherever
+  // it occurs: only the SentencePiece types have one (the others raise there, which means -1).
+  virtual std::optional<std::int32_t> pad() const { return std::nullopt; }
   virtual std::unique_ptr<Encoder> make_encoder() const = 0;
   // Ids to text; bytes that are not valid UTF-8 become U+FFFD. Throws on ids out of range.
   virtual std::string decode(std::span<const std::int32_t> ids) const = 0;

@@ -137,12 +137,16 @@ struct DataArgs {
 };
 
 struct TokenizerArgs {
-  std::optional<std::string> tokenizer_type;   // GPT2BPETokenizer or NullTokenizer in this build
+  std::optional<std::string> tokenizer_type;   // tokenizer::supported_tokenizer_types()
   std::optional<std::string> vocab_file;
   std::optional<std::string> merge_file;
-  std::optional<std::int64_t> vocab_size;      // NullTokenizer's size
+  std::optional<std::string> tokenizer_model;  // HuggingFace folder, SentencePiece .model, TikTokenizer .json
+  std::optional<std::int64_t> vocab_size;      // NullTokenizer's size; TikTokenizer's cut
   std::optional<std::int64_t> padded_vocab_size;  // None: computed, see padded_vocab_size()
-  int vocab_extra_ids = 0;
+  int vocab_extra_ids = 0;                     // SentencePieceTokenizer's <extra_id_i> tokens
+  std::optional<std::string> tiktoken_pattern;  // v1 | v2
+  std::int64_t tiktoken_num_special_tokens = 1000;
+  std::optional<std::vector<std::string>> tiktoken_special_tokens;
   bool operator==(const TokenizerArgs&) const = default;
 };
 

@@ -228,6 +228,15 @@ TEST(Arguments, ReportsEachValidationError) {
       {with(base(), {"--tokenizer-type", "GPT2BPETokenizer"}), "--tokenizer-type GPT2BPETokenizer needs --vocab-file"},
       {with(base(), {"--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", "/nonexistent/vocab.json", "--merge-file", merges()}),
        "--vocab-file /nonexistent/vocab.json: no such file"},
+      {with(base(), {"--tokenizer-type", "HuggingFaceTokenizer"}),
+       "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)"},
+      {with(base(), {"--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", "/nonexistent/tokenizer.model"}),
+       "--tokenizer-model /nonexistent/tokenizer.model: no such file"},
+      {with(base(), {"--tokenizer-type", "TikTokenizer", "--tokenizer-model", merges()}),
+       "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2"},
+      {with(base(), {"--tokenizer-type", "TikTokenizer", "--tokenizer-model", merges(), "--tiktoken-pattern", "v3"}),
+       "--tiktoken-pattern must be v1 or v2, got 'v3'"},
+      {with(base(), {"--vocab-extra-ids", "-1"}), "--vocab-extra-ids must be at least 0, got -1"},
       {with(base(), {"--eval-interval", "0"}), "--eval-interval must be a positive integer"},
       {with(base(), {"--log-interval", "-1"}), "--log-interval must be a positive integer, got -1"},
   };
@@ -283,7 +292,7 @@ TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
       {with(base(), {"--fp8-format", "hybrid"}), "--fp8-format is not supported"},
       {with(base(), {"--position-embedding-type", "mrope"}), "--position-embedding-type mrope is not supported by this build yet"},
       {with(base(), {"--optimizer", "sgd"}), "--optimizer sgd is not supported by this build yet (supported: 'adam')"},
-      {with(base(), {"--tokenizer-type", "TikTokenizer"}), "--tokenizer-type TikTokenizer is not supported"},
+      {with(base(), {"--tokenizer-type", "BertWordPieceCase"}), "--tokenizer-type BertWordPieceCase is not supported"},
       {with(base(), {"--dataloader-type", "cyclic"}), "--dataloader-type cyclic is not supported"},
       {with(base(), {"--wandb-project", "p"}), "--wandb-project is not supported by this build yet: Weights & Biases logging"},
       {with(base(), {"--tensorboard-queue-size", "0"}), "--tensorboard-queue-size must be a positive integer"},
@@ -333,8 +342,9 @@ TEST(Arguments, EveryChoiceFlagListsMegatronsChoices) {
                   {"--position-embedding-type yarn is not supported by this build yet (supported: 'learned_absolute', 'rope')"});
   expect_contains(problem_of(with(base(), {"--dataloader-type", "external"})),
                   {"--dataloader-type external is not supported by this build yet (supported: 'single')"});
-  expect_contains(problem_of(with(base(), {"--tokenizer-type", "HuggingFaceTokenizer"})),
-                  {"(supported: 'GPT2BPETokenizer', 'NullTokenizer')"});
+  expect_contains(problem_of(with(base(), {"--tokenizer-type", "MultimodalTokenizer"})),
+                  {"(supported: 'GPT2BPETokenizer', 'HuggingFaceTokenizer', 'TikTokenizer', 'NullTokenizer', "
+                   "'SentencePieceTokenizer', 'GPTSentencePieceTokenizer', 'Llama2Tokenizer')"});
 }
 
 TEST(Arguments, WeightDecayIncrementStylesNeedBothEnds) {

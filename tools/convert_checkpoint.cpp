@@ -29,7 +29,8 @@ int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();  // SIGINT/SIGTERM/SIGHUP remove the half-written folder
   CLI::App app{"Convert GPT checkpoints between megatron-cpp and HuggingFace", "convert_checkpoint"};
   app.allow_extras();
-  std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, dtype = "float32";
+  std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, tokenizer_model;
+  std::string dtype = "float32";
   std::string max_shard = "5GB";
   std::int64_t iteration = 0;
   int target_tp = 1, target_pp = 1;
@@ -44,9 +45,13 @@ int run(int argc, char** argv) {
   app.add_option("--save-dir", save_dir, "Folder to write; must not exist")->required();
   app.add_option("--ckpt-iteration", iteration, "Read this iteration instead of the tracker's");
   app.add_option("--vocab-file", vocab_file,
-                 "GPT-2 vocab.json (default: the saved run's --vocab-file, or the HF folder's vocab.json)");
+                 "GPT-2 vocab.json (default: the checkpoint's copy, else the saved run's --vocab-file; the HF folder's vocab.json)");
   app.add_option("--merge-file", merge_file,
-                 "GPT-2 merges.txt (default: the saved run's --merge-file, or the HF folder's merges.txt)");
+                 "GPT-2 merges.txt (default: the checkpoint's copy, else the saved run's --merge-file; the HF folder's merges.txt)");
+  app.add_option("--tokenizer-model", tokenizer_model,
+                 "--loader hf: a folder with tokenizer.json (default: the HF folder's own tokenizer files); "
+                 "--loader megatron: the file or folder of a tokenizer other than GPT-2's (default: the checkpoint's "
+                 "copy, else the saved run's)");
   app.add_option("--hf-dtype", dtype, "Weights' type in the HF files: float32, bfloat16 or float16")
       ->capture_default_str();
   app.add_option("--max-shard-size", max_shard, "Split model.safetensors past this size (with an index)")
@@ -95,13 +100,15 @@ int run(int argc, char** argv) {
   }
   const std::uint64_t shard_bytes = megatron::interop::parse_shard_size(max_shard);
   if (from_hf) {
-    if (vocab_file.empty()) vocab_file = load_dir + "/vocab.json";
-    if (merge_file.empty()) merge_file = load_dir + "/merges.txt";
+    const auto tokenizer = megatron::interop::hf_folder_tokenizer(load_dir, {vocab_file, merge_file, tokenizer_model});
     const megatron::interop::HfImport imported =
-        megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, vocab_file, merge_file);
+        megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, tokenizer);
     for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
     std::string flags;
     for (const auto& f : imported.model_flags) flags += " " + f;
+    flags += " --tokenizer-type " + tokenizer.type;
+    flags += tokenizer.type == "GPT2BPETokenizer" ? " --vocab-file " + tokenizer.vocab_file + " --merge-file " + tokenizer.merge_file
+                                                  : " --tokenizer-model " + tokenizer.tokenizer_model;
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
                 "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
                 "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
@@ -112,12 +119,13 @@ int run(int argc, char** argv) {
 
   const megatron::interop::LoadedModel loaded =
       megatron::interop::load_model(load_dir, given("--ckpt-iteration") ? std::optional(iteration) : std::nullopt);
-  const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
+  const auto run_tokenizer = megatron::interop::saved_run_tokenizer(loaded, {vocab_file, merge_file, tokenizer_model});
+  const megatron::tokenizer::Tokenizer* tokenizer = run_tokenizer.tokenizer.get();
   const auto family = megatron::interop::hf_family_of(loaded.config);
   const megatron::interop::HfExport out =
       megatron::interop::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
                              static_cast<std::int64_t>(tokenizer->vocab_size()), type);
-  megatron::interop::write_hf_folder(save_dir, out, vocab_file, merge_file, loaded.config.seq_length, shard_bytes);
+  megatron::interop::write_hf_folder(save_dir, out, run_tokenizer.options, loaded.config.seq_length, shard_bytes);
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",
               load_dir.c_str(), static_cast<long long>(loaded.iteration), loaded.saved_tp, loaded.saved_pp,

@@ -50,7 +50,8 @@ std::string read_prompt(const megatron::Log& log) {
 int run(int argc, char** argv) {
   CLI::App app{"Generate text from a megatron-cpp checkpoint", "generate"};
   app.allow_extras();
-  std::string load, prompt, vocab_file, merge_file;
+  std::string load, prompt;
+  megatron::tokenizer::TokenizerChoice tokenizer_files;
   std::int64_t iteration = 0;
   bool print_ids = false;
   bool ignore_eod = false;
@@ -69,8 +70,12 @@ int run(int argc, char** argv) {
   std::string seed = std::to_string(o.seed);
   app.add_option("--seed", seed, "Random seed of the sampling, 0 to 2^64 - 1")->capture_default_str();
   app.add_flag("--ignore-eod", ignore_eod, "Go on past the end-of-document token");
-  app.add_option("--vocab-file", vocab_file, "GPT-2 vocab.json (default: the saved run's)");
-  app.add_option("--merge-file", merge_file, "GPT-2 merges.txt (default: the saved run's)");
+  app.add_option("--vocab-file", tokenizer_files.vocab_file,
+                 "GPT-2 vocab.json (default: the checkpoint's copy, else the saved run's)");
+  app.add_option("--merge-file", tokenizer_files.merge_file,
+                 "GPT-2 merges.txt (default: the checkpoint's copy, else the saved run's)");
+  app.add_option("--tokenizer-model", tokenizer_files.tokenizer_model,
+                 "The other tokenizer types' file or folder (default: the checkpoint's copy, else the saved run's)");
   app.add_flag("--print-token-ids", print_ids, "Also print the prompt's and the new token ids on standard error");
   std::vector<std::string> problems;
   if (const auto status = megatron::parse_command_line(app, argc, argv, "generate", problems)) {
@@ -96,7 +101,8 @@ int run(int argc, char** argv) {
 
   const megatron::interop::LoadedModel loaded =
       megatron::interop::load_model(load, app.count("--ckpt-iteration") ? std::optional(iteration) : std::nullopt);
-  const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, vocab_file, merge_file);
+  const auto run_tokenizer = megatron::interop::saved_run_tokenizer(loaded, tokenizer_files);
+  const megatron::tokenizer::Tokenizer* tokenizer = run_tokenizer.tokenizer.get();
   std::vector<std::int64_t> ids;
   for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
   if (ids.empty()) {

@@ -59,6 +59,7 @@ std::optional<std::int64_t> AsyncCheckpointSaver::start(const std::string& root,
   std::string error;
   try {  // host memory may run out here, on one rank: all of them must learn it, below
     snap->iteration = state.iteration;
+    snap->tokenizer_files = state.tokenizer_files;  // shared, never changed
     bool any_device = false;
     snapshot(state.model, snap->model, any_device);
     snapshot(state.optimizer, snap->optimizer, any_device);

@@ -91,6 +91,16 @@ std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& min
 
 namespace detail {
 
+void write_tokenizer_files(const std::string& iteration_dir, const CheckpointState& state) {
+  if (!state.tokenizer_files || state.tokenizer_files->empty()) return;
+  const fs::path dir = fs::path(iteration_dir) / kTokenizerFolder;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  MEGATRON_CHECK(!ec, "cannot create ", dir.string(), " (", ec.message(), ")");
+  for (const auto& [name, bytes] : *state.tokenizer_files) write_text_atomically((dir / name).string(), bytes);
+  fsync_folder(dir.string());
+}
+
 SaveInProgress begin_save(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
                           const parallel::ParallelContext& pc) {
   parallel::Communicator& comm = *pc.comm;
@@ -100,6 +110,7 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
   save.root = root;
   save.iteration = state.iteration;
   save.writer = writer;
+  save.leader = leader;
   save.final_dir = iteration_folder(root, state.iteration);
   // Rank 0 names and creates the temporary folder; the others learn its pid.
   std::string error;
@@ -147,6 +158,7 @@ nlohmann::json meta_without_files(const CheckpointState& state, const ShardWrite
 void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
   const fs::path dir = fs::path(save.temp_dir) / save.writer.shard;
   try {
+    if (save.leader) write_tokenizer_files(save.temp_dir, state);
     std::error_code ec;
     fs::create_directories(dir, ec);
     MEGATRON_CHECK(!ec, "cannot create ", dir.string(), " (", ec.message(), ")");
@@ -287,6 +299,7 @@ void save_model_shards(const std::string& root, const CheckpointState& common,
     meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
     write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
   }
+  detail::write_tokenizer_files(temp.path(), common);
   fsync_folder(temp.path());
   temp.release();  // as in commit_save: out of the signal handler's reach before the rename
   fs::rename(temp.path(), final_dir);

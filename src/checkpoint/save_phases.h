@@ -19,6 +19,7 @@ struct SaveInProgress {
   std::unique_ptr<TemporaryFolder> temp;  // rank 0: removed unless committed
   std::int64_t iteration = 0;
   ShardWriter writer;
+  bool leader = false;  // world rank 0: also writes the tokenizer files
   bool writes_optimizer = false;
   nlohmann::json meta;   // meta.json without "files"
   // Filled by write_files.
@@ -27,6 +28,8 @@ struct SaveInProgress {
   std::string error;  // this rank's failure, reported by commit_save on every rank
 };
 
+// Writes and fsyncs state.tokenizer_files into <iteration_dir>/tokenizer/ (nothing when there are none).
+void write_tokenizer_files(const std::string& iteration_dir, const CheckpointState& state);
 // meta.json's contents for `state` as `writer` saves it, without the "files" digests.
 nlohmann::json meta_without_files(const CheckpointState& state, const ShardWriter& writer);
 // Collective over the world: rank 0 creates the temporary folder; everyone learns its name.

@@ -14,6 +14,7 @@
 #include "megatron/parallel/parallel_state.h"
 #include "megatron/parallel/pipeline_layout.h"
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 
 namespace megatron::interop {
 namespace {
@@ -44,13 +45,39 @@ bool resolve_tie(std::map<std::string, at::Tensor>& t, const std::string& embedd
 
 }  // namespace
 
-HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
-                   const std::string& given_vocab_file, const std::string& given_merge_file) {
+tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const tokenizer::TokenizerChoice& given) {
   const fs::path dir(hf_dir);
   // Saved with the checkpoint's arguments: absolute, so that generate or an export finds them
   // from any folder.
-  const std::string vocab_file = fs::absolute(given_vocab_file).lexically_normal().string();
-  const std::string merge_file = fs::absolute(given_merge_file).lexically_normal().string();
+  const auto absolute = [](const fs::path& path) { return fs::absolute(path).lexically_normal().string(); };
+  tokenizer::TokenizerOptions o;
+  const bool gpt2_given = !given.vocab_file.empty() || !given.merge_file.empty();
+  MEGATRON_CHECK(!(gpt2_given && !given.tokenizer_model.empty()),
+                 "give either --vocab-file and --merge-file (GPT-2) or --tokenizer-model, not both");
+  if (!given.tokenizer_model.empty()) {
+    o.type = "HuggingFaceTokenizer";
+    o.tokenizer_model = absolute(given.tokenizer_model);
+  } else if (gpt2_given || (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"))) {
+    o.type = "GPT2BPETokenizer";
+    o.vocab_file = absolute(given.vocab_file.empty() ? dir / "vocab.json" : fs::path(given.vocab_file));
+    o.merge_file = absolute(given.merge_file.empty() ? dir / "merges.txt" : fs::path(given.merge_file));
+  } else if (fs::exists(dir / "tokenizer.json")) {
+    o.type = "HuggingFaceTokenizer";
+    o.tokenizer_model = absolute(dir);
+  } else if (fs::exists(dir / "tokenizer.model")) {
+    // transformers' LlamaTokenizer over a SentencePiece model: a BOS before every text.
+    o.type = "Llama2Tokenizer";
+    o.tokenizer_model = absolute(dir / "tokenizer.model");
+  } else {
+    MEGATRON_FAIL(hf_dir, " holds no tokenizer (tokenizer.json, vocab.json and merges.txt, or tokenizer.model); "
+                  "give --tokenizer-model (a folder with tokenizer.json) or --vocab-file and --merge-file");
+  }
+  return o;
+}
+
+HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
+                   const tokenizer::TokenizerOptions& tokenizer_options) {
+  const fs::path dir(hf_dir);
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json hf;
   try {
@@ -78,12 +105,11 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
-  tokenizer::TokenizerOptions tokenizer_options;
-  tokenizer_options.vocab_file = vocab_file;
-  tokenizer_options.merge_file = merge_file;
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
+  const std::string tokenizer_path = tokenizer_options.type == "GPT2BPETokenizer" ? tokenizer_options.vocab_file
+                                                                                  : tokenizer_options.tokenizer_model;
   MEGATRON_CHECK(vocab >= tokens, config_path, ": vocab_size ", vocab, " is smaller than the tokenizer's ", tokens,
-                 " tokens (", vocab_file, "): the model was trained with another tokenizer");
+                 " tokens (", tokenizer_path, "): the model was trained with another tokenizer");
 
   // The tensors against config.json, before anything is reshaped.
   std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
@@ -194,9 +220,19 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
                    {"num_layers", config.num_layers},
                    {"tensor_model_parallel_size", tp},
                    {"pipeline_model_parallel_size", pp},
-                   {"tokenizer_type", "GPT2BPETokenizer"},
-                   {"vocab_file", vocab_file},
-                   {"merge_file", merge_file}};
+                   {"tokenizer_type", tokenizer_options.type}};
+  if (tokenizer_options.type == "GPT2BPETokenizer") {
+    common.config["vocab_file"] = tokenizer_options.vocab_file;
+    common.config["merge_file"] = tokenizer_options.merge_file;
+  } else {
+    common.config["tokenizer_model"] = tokenizer_options.tokenizer_model;
+  }
+  // The checkpoint carries copies of the tokenizer's files, as a trained one does.
+  auto files = std::make_shared<checkpoint::AssetFiles>();
+  for (const auto& file : tokenizer::tokenizer_files(tokenizer_options)) {
+    files->emplace_back(file.name, read_text_file(file.source, "the tokenizer file"));
+  }
+  common.tokenizer_files = std::move(files);
   checkpoint::save_model_shards(save_dir, common, shards);
   return result;
 }

@@ -8,6 +8,7 @@
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/pipeline_layout.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 
 namespace megatron::interop {
 
@@ -53,13 +54,6 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
 
 namespace {
 
-std::unique_ptr<tokenizer::Tokenizer> gpt2_tokenizer(const std::string& vocab_file, const std::string& merge_file) {
-  tokenizer::TokenizerOptions options;
-  options.vocab_file = vocab_file;
-  options.merge_file = merge_file;
-  return tokenizer::build_tokenizer(options);
-}
-
 // A key of the saved run's arguments, when it holds a value of type T.
 template <typename T>
 std::optional<T> saved_value(const nlohmann::json& run_config, const char* key) {
@@ -67,42 +61,102 @@ std::optional<T> saved_value(const nlohmann::json& run_config, const char* key) 
   if (it == run_config.end()) return std::nullopt;
   if constexpr (std::is_same_v<T, std::string>) {
     if (!it->is_string()) return std::nullopt;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    if (!it->is_array()) return std::nullopt;
   } else {
     if (!it->is_number_integer()) return std::nullopt;
   }
   return it->get<T>();
 }
 
+bool is_gpt2(const tokenizer::TokenizerOptions& o) { return o.type == "GPT2BPETokenizer"; }
+
+// The flags that name a tokenizer's files, for messages.
+std::string describe(const tokenizer::TokenizerOptions& o) {
+  if (is_gpt2(o)) return "--vocab-file " + o.vocab_file + " --merge-file " + o.merge_file;
+  if (o.type == "NullTokenizer") return "--tokenizer-type NullTokenizer --vocab-size " + std::to_string(o.vocab_size);
+  return "--tokenizer-type " + o.type + " --tokenizer-model " + o.tokenizer_model;
+}
+
+// Every file the options name exists (the tokenizer can be built from them).
+bool files_exist(const tokenizer::TokenizerOptions& o) {
+  const auto file = [](const std::string& path) { return !path.empty() && std::filesystem::exists(path); };
+  if (is_gpt2(o)) return file(o.vocab_file) && file(o.merge_file);
+  if (o.type == "NullTokenizer") return true;
+  return file(o.tokenizer_model);
+}
+
 }  // namespace
 
-std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
-                                                          std::string& merge_file) {
-  const std::string saved_vocab = saved_value<std::string>(loaded.run_config, "vocab_file").value_or("");
-  const std::string saved_merge = saved_value<std::string>(loaded.run_config, "merge_file").value_or("");
-  if (vocab_file.empty()) vocab_file = saved_vocab;
-  if (merge_file.empty()) merge_file = saved_merge;
-  MEGATRON_CHECK(!vocab_file.empty() && !merge_file.empty(),
-                 "the saved run names no GPT-2 vocabulary; give --vocab-file and --merge-file");
-  auto chosen = gpt2_tokenizer(vocab_file, merge_file);
-  const auto tokens = static_cast<std::int64_t>(chosen->vocab_size());
+tokenizer::TokenizerOptions saved_tokenizer_options(const nlohmann::json& run_config) {
+  tokenizer::TokenizerOptions o;
+  o.type = saved_value<std::string>(run_config, "tokenizer_type").value_or("GPT2BPETokenizer");
+  o.vocab_file = saved_value<std::string>(run_config, "vocab_file").value_or("");
+  o.merge_file = saved_value<std::string>(run_config, "merge_file").value_or("");
+  o.tokenizer_model = saved_value<std::string>(run_config, "tokenizer_model").value_or("");
+  o.vocab_size = saved_value<std::int64_t>(run_config, "vocab_size").value_or(0);
+  o.vocab_extra_ids = saved_value<std::int64_t>(run_config, "vocab_extra_ids").value_or(0);
+  o.tiktoken_pattern = saved_value<std::string>(run_config, "tiktoken_pattern").value_or("");
+  o.tiktoken_num_special_tokens = saved_value<std::int64_t>(run_config, "tiktoken_num_special_tokens").value_or(1000);
+  o.tiktoken_special_tokens =
+      saved_value<std::vector<std::string>>(run_config, "tiktoken_special_tokens").value_or(std::vector<std::string>{});
+  return o;
+}
+
+RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::TokenizerChoice& given) {
+  const tokenizer::TokenizerOptions recorded = saved_tokenizer_options(loaded.run_config);
+  const bool gpt2 = is_gpt2(recorded);
+  const bool names_files = gpt2 ? !recorded.vocab_file.empty() : !recorded.tokenizer_model.empty();
+  const std::string trained_with = names_files || recorded.type == "NullTokenizer" ? describe(recorded)
+                                                                                    : "a tokenizer it does not name";
+  // Files for another type than the run's cannot stand in for its tokenizer.
+  const bool given_gpt2 = !given.vocab_file.empty() || !given.merge_file.empty();
+  MEGATRON_CHECK(!(given_gpt2 && !gpt2), "--vocab-file and --merge-file name GPT-2 files, but this checkpoint was "
+                 "trained with ", trained_with, "; give --tokenizer-model instead, or neither");
+  MEGATRON_CHECK(!(!given.tokenizer_model.empty() && (gpt2 || recorded.type == "NullTokenizer")),
+                 "--tokenizer-model names a tokenizer file, but this checkpoint was trained with ", trained_with,
+                 gpt2 ? "; give --vocab-file and --merge-file instead, or neither" : "");
+  RunTokenizer out;
+  const std::string copies =
+      (std::filesystem::path(checkpoint::iteration_folder(loaded.root, loaded.iteration)) / checkpoint::kTokenizerFolder)
+          .string();
+  const bool user_chose = given_gpt2 || !given.tokenizer_model.empty();
+  if (user_chose) {
+    out.options = recorded;
+    if (!given.vocab_file.empty()) out.options.vocab_file = given.vocab_file;
+    if (!given.merge_file.empty()) out.options.merge_file = given.merge_file;
+    if (!given.tokenizer_model.empty()) out.options.tokenizer_model = given.tokenizer_model;
+    out.source = "the tokenizer (" + describe(out.options) + ")";
+  } else if (!loaded.root.empty() && files_exist(tokenizer::options_reading_copies(recorded, copies)) &&
+             recorded.type != "NullTokenizer") {
+    out.options = tokenizer::options_reading_copies(recorded, copies);
+    out.source = "the checkpoint's copy of its tokenizer (" + copies + ")";
+  } else {
+    const std::string flags = gpt2 ? "--vocab-file and --merge-file" : "--tokenizer-model";
+    MEGATRON_CHECK(names_files || recorded.type == "NullTokenizer", "the saved run names no tokenizer files and ",
+                   copies, " holds no copy; give ", flags);
+    MEGATRON_CHECK(files_exist(recorded), "this checkpoint was trained with ", trained_with,
+                   ", which is no longer there, and ", copies, " holds no copy; give ", flags);
+    out.options = recorded;
+    out.source = "the tokenizer (" + describe(out.options) + ")";
+  }
+  out.tokenizer = tokenizer::build_tokenizer(out.options);
+  const auto tokens = static_cast<std::int64_t>(out.tokenizer->vocab_size());
   const std::int64_t rows = loaded.config.padded_vocab_size;
-  const std::string trained_with =
-      saved_vocab.empty() ? std::string("a tokenizer it does not name")
-                          : "--vocab-file " + saved_vocab + " --merge-file " + saved_merge;
-  const std::string tokenizer = "the tokenizer (--vocab-file " + vocab_file + " --merge-file " + merge_file + ")";
-  const std::string advice = saved_vocab.empty() ? std::string("give the tokenizer it was trained with")
-                                                 : "leave --vocab-file and --merge-file out to use those";
-  MEGATRON_CHECK(tokens <= rows, tokenizer, " has ", tokens, " tokens but the model's vocabulary has ", rows,
+  const std::string advice = user_chose && names_files
+                                 ? std::string("leave ") + (gpt2 ? "--vocab-file and --merge-file" : "--tokenizer-model") +
+                                       " out to use that one"
+                                 : std::string("give the tokenizer it was trained with");
+  MEGATRON_CHECK(tokens <= rows, out.source, " has ", tokens, " tokens but the model's vocabulary has ", rows,
                  " rows: this checkpoint was trained with ", trained_with, "; ", advice);
+  if (!user_chose) return out;
   // Another tokenizer than the recorded one: the model's vocabulary would be cut to it (an export)
   // or ids past it never drawn (generation). Its size must be the recorded tokenizer's.
-  const bool other_files = vocab_file != saved_vocab || merge_file != saved_merge;
-  if (other_files && !saved_vocab.empty() && std::filesystem::is_regular_file(saved_vocab) &&
-      std::filesystem::is_regular_file(saved_merge)) {
-    const auto trained = static_cast<std::int64_t>(gpt2_tokenizer(saved_vocab, saved_merge)->vocab_size());
-    MEGATRON_CHECK(tokens == trained, tokenizer, " has ", tokens, " tokens but this checkpoint was trained with ",
+  if (names_files && describe(out.options) != describe(recorded) && files_exist(recorded)) {
+    const auto trained = static_cast<std::int64_t>(tokenizer::build_tokenizer(recorded)->vocab_size());
+    MEGATRON_CHECK(tokens == trained, out.source, " has ", tokens, " tokens but this checkpoint was trained with ",
                    trained_with, " (", trained, " tokens); ", advice);
-    return chosen;
+    return out;
   }
   // The recorded files are gone (or were never named): Megatron's padding of the trained
   // vocabulary (--make-vocab-size-divisible-by x TP) must give the model's rows from this one too.
@@ -112,11 +166,11 @@ std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loa
   if (divisible_by && tp && *divisible_by > 0 && *tp > 0 && !padded_given) {
     const std::int64_t padded =
         model::ModelConfig::padded_vocab_size_for(tokens, static_cast<int>(*divisible_by), static_cast<int>(*tp));
-    MEGATRON_CHECK(padded == rows, tokenizer, " has ", tokens, " tokens, padded to ", padded,
+    MEGATRON_CHECK(padded == rows, out.source, " has ", tokens, " tokens, padded to ", padded,
                    " rows, but the model's vocabulary has ", rows, ": this checkpoint was trained with ", trained_with,
                    "; ", advice);
   }
-  return chosen;
+  return out;
 }
 
 }  // namespace megatron::interop

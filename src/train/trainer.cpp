@@ -88,6 +88,7 @@ class Trainer {
   std::unique_ptr<parallel::ParallelState> ps_;
   parallel::ParallelContext pc_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<const checkpoint::AssetFiles> tokenizer_files_;  // rank 0 of a run that saves
   model::ModelConfig model_config_;  // the run's model, its vocabulary padded for the tokenizer
   std::unique_ptr<Generators> gens_;
   at::Device device_ = at::kCPU;  // the GPU of this rank's local rank, or the CPU
@@ -115,6 +116,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << plan_.argument_dump;
   out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
   tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
+  if (plan_.checkpoint.save && comm_.rank() == 0) tokenizer_files_ = read_tokenizer_files(plan_.tokenizer);
   const auto vocab = static_cast<std::int64_t>(tokenizer_->vocab_size());
   model_config_ = plan_.model;
   model_config_.padded_vocab_size = plan_.vocab.padded(vocab);
@@ -264,6 +266,7 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
   state.scheduler = scheduler_->state();
   state.optimizer_steps = optimizer_->step_count();
   state.config = run_config();
+  state.tokenizer_files = tokenizer_files_;
   state.model = model_.params;
   if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
   if (plan_.checkpoint.save_optimizer) state.optimizer = optimizer_->state();

@@ -4,7 +4,9 @@
 // the optimizer state (optimizer.safetensors, or with the distributed optimizer one
 // distrib_optim.dp_rank_RRR.safetensors per data-parallel rank) and meta.json (iteration, consumed
 // samples, scheduler and optimizer counters, the resolved config, and size + CRC-32 of every file
-// of the shard). Model, RNG and meta.json are written by DP rank 0 of each shard.
+// of the shard). Model, RNG and meta.json are written by DP rank 0 of each shard; copies of the
+// tokenizer's files go into <root>/iter_0000100/tokenizer/ (rank 0), as Megatron's
+// save_tokenizer_assets puts them, so a checkpoint moved elsewhere still decodes and exports.
 // Commit protocol (collective over the world): rank 0 makes iter_XXXXXXX.tmp.<its pid>/, every
 // rank writes and fsyncs its files there, the writers' digests are gathered into meta.json, every
 // rank reports success or failure, and only when all succeeded rank 0 renames the folder into
@@ -33,6 +35,10 @@ namespace megatron::checkpoint {
 inline constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
 inline constexpr const char* kRunConfigFile = "run_config.json";  // the trainer's, beside the tracker
 inline constexpr int kFormatVersion = 1;
+inline constexpr const char* kTokenizerFolder = "tokenizer";  // in each iter_XXXXXXX
+
+// Files copied into a checkpoint: (name, bytes), read once and shared by every save.
+using AssetFiles = std::vector<std::pair<std::string, std::string>>;
 
 struct CheckpointState {
   std::int64_t iteration = 0;
@@ -47,6 +53,7 @@ struct CheckpointState {
   NamedTensors optimizer;  // this rank's optimizer state; empty when not saved (--no-save-optim)
   NamedTensors rng;        // generator states, uint8 tensors
   nlohmann::json grad_scaler;  // the loss scaler's state (fp16), null without one
+  std::shared_ptr<const AssetFiles> tokenizer_files;  // into iter_XXXXXXX/tokenizer/ (rank 0); may be null
   // Loaded only: the optimizer state of every file of the shard (one per DP rank that wrote
   // one), for an optimizer that re-splits it over the current data-parallel size.
   std::vector<NamedTensors> optimizer_parts;

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "megatron/model/model_config.h"
+#include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 
 namespace megatron::interop {
 
@@ -42,11 +44,14 @@ HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::str
 
 // Writes an HF model folder: config.json, generation_config.json, model.safetensors (or
 // model-0000K-of-0000N.safetensors + model.safetensors.index.json past `max_shard_bytes`), and the
-// GPT-2 tokenizer files (vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json).
+// tokenizer's files: for GPT-2 vocab.json, merges.txt, tokenizer_config.json and
+// special_tokens_map.json; for a HuggingFaceTokenizer its tokenizer.json and configuration as they
+// are; for the SentencePiece types tokenizer.model, for TikTokenizer its vocabulary as
+// tiktoken_vocab.json (these two transformers does not read as they are).
 // Everything goes into <dir>.tmp.<pid>/ first, renamed to <dir> when complete; an existing <dir> is
 // refused.
-void write_hf_folder(const std::string& dir, const HfExport& model, const std::string& vocab_file,
-                     const std::string& merge_file, std::int64_t model_max_length, std::uint64_t max_shard_bytes);
+void write_hf_folder(const std::string& dir, const HfExport& model, const tokenizer::TokenizerOptions& tokenizer,
+                     std::int64_t model_max_length, std::uint64_t max_shard_bytes);
 
 // The other way: a HuggingFace GPT-2 or Llama folder (config.json, model.safetensors or shards with
 // an index; as transformers' save_pretrained writes them) becomes a model-only checkpoint in
@@ -66,6 +71,12 @@ struct HfImport {
   std::vector<std::string> notes;  // what the import decided that config.json did not say
 };
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
-                   const std::string& vocab_file, const std::string& merge_file);
+                   const tokenizer::TokenizerOptions& tokenizer);
+
+// The tokenizer of a HuggingFace folder, its paths made absolute: GPT2BPETokenizer for the files
+// `given` names, or the folder's vocab.json and merges.txt; HuggingFaceTokenizer for `given`'s
+// tokenizer_model or the folder's tokenizer.json; Llama2Tokenizer (transformers' LlamaTokenizer: a
+// BOS, then SentencePiece) for its tokenizer.model. Throws when the folder holds none of them.
+tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const tokenizer::TokenizerChoice& given);
 
 }  // namespace megatron::interop

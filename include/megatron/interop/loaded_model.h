@@ -14,6 +14,7 @@
 #include "megatron/parallel/communicator.h"
 #include "megatron/parallel/parallel_context.h"
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 
 namespace megatron::interop {
 
@@ -35,13 +36,23 @@ struct LoadedModel {
 // iteration, listing those there are), it is partial, or it lacks its configuration.
 LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iteration = std::nullopt);
 
-// The GPT-2 tokenizer of a loaded run: `vocab_file` and `merge_file` when given, else the saved
-// run's (both filled in, for the caller to copy or print); refused when neither names them.
-// Also refused, naming the tokenizer the checkpoint recorded: one with more tokens than the
-// model's vocabulary has rows, and one of another size than the recorded tokenizer (or, when the
-// recorded files are gone, one whose Megatron padding does not give the model's rows): the
-// export would cut the vocabulary to it, generation would never draw the ids past it.
-std::unique_ptr<tokenizer::Tokenizer> saved_run_tokenizer(const LoadedModel& loaded, std::string& vocab_file,
-                                                          std::string& merge_file);
+// The tokenizer of a loaded run, and the options it was built from (their paths are the files read).
+struct RunTokenizer {
+  tokenizer::TokenizerOptions options;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::string source;  // for messages: "the checkpoint's copy in DIR", or the flags that name the files
+};
+
+// The type and options the saved run's arguments record (GPT2BPETokenizer when it names none).
+tokenizer::TokenizerOptions saved_tokenizer_options(const nlohmann::json& run_config);
+
+// The tokenizer of a loaded run, of the type it was trained with: the files `given` names, else the
+// copies the checkpoint carries (iter_XXXXXXX/tokenizer/), else the files the saved run named.
+// Refused, naming the tokenizer the checkpoint recorded: files for another type than the run's; a
+// tokenizer with more tokens than the model's vocabulary has rows; one of another size than the
+// recorded tokenizer (or, when the recorded files are gone, one whose Megatron padding does not
+// give the model's rows): the export would cut the vocabulary to it, generation would never draw
+// the ids past it. Refused when nothing names the files.
+RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::TokenizerChoice& given = {});
 
 }  // namespace megatron::interop

@@ -20,6 +20,14 @@
 namespace megatron::interop {
 namespace {
 
+// The GPT-2 tokenizer files of the tests.
+tokenizer::TokenizerOptions gpt2_tokenizer() {
+  tokenizer::TokenizerOptions options;
+  options.vocab_file = testing::gpt2_vocab_file();
+  options.merge_file = testing::gpt2_merges_file();
+  return options;
+}
+
 namespace fs = std::filesystem;
 using Named = std::vector<std::pair<std::string, at::Tensor>>;
 using testing::expect_equal;
@@ -32,9 +40,9 @@ std::vector<std::string> export_and_import(const model::ModelConfig& c, const Na
                                            const testing::TempDir& dir, int tp, int pp,
                                            std::uint64_t shard_bytes = std::uint64_t{1} << 40) {
   const HfExport out = to_hf(c, params, 50256, kGpt2Tokens);
-  write_hf_folder(dir / "hf", out, testing::gpt2_vocab_file(), testing::gpt2_merges_file(), 1024, shard_bytes);
+  write_hf_folder(dir / "hf", out, gpt2_tokenizer(), 1024, shard_bytes);
   const HfImport imported =
-      import_hf(dir / "hf", dir / "ckpt", tp, pp, testing::gpt2_vocab_file(), testing::gpt2_merges_file());
+      import_hf(dir / "hf", dir / "ckpt", tp, pp, gpt2_tokenizer());
   return imported.model_flags;
 }
 

@@ -24,6 +24,14 @@
 namespace megatron::interop {
 namespace {
 
+// The GPT-2 tokenizer files of the tests.
+tokenizer::TokenizerOptions gpt2_tokenizer() {
+  tokenizer::TokenizerOptions options;
+  options.vocab_file = testing::gpt2_vocab_file();
+  options.merge_file = testing::gpt2_merges_file();
+  return options;
+}
+
 namespace fs = std::filesystem;
 using Named = std::vector<std::pair<std::string, at::Tensor>>;
 using testing::expect_equal;
@@ -38,11 +46,11 @@ void write_folder(const model::ModelConfig& c, const Named& params, const fs::pa
   HfExport out = to_hf(c, params, 50256, rows);
   if (edit_config) edit_config(out.config);
   if (edit_tensors) edit_tensors(out.tensors);
-  write_hf_folder(hf, out, testing::gpt2_vocab_file(), testing::gpt2_merges_file(), 1024, std::uint64_t{1} << 40);
+  write_hf_folder(hf, out, gpt2_tokenizer(), 1024, std::uint64_t{1} << 40);
 }
 
 HfImport import(const testing::TempDir& dir) {
-  return import_hf(dir / "hf", dir / "ckpt", 1, 1, testing::gpt2_vocab_file(), testing::gpt2_merges_file());
+  return import_hf(dir / "hf", dir / "ckpt", 1, 1, gpt2_tokenizer());
 }
 
 std::string refusal(const testing::TempDir& dir) {

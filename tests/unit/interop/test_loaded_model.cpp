@@ -43,10 +43,10 @@ LoadedModel trained_with(const std::string& vocab, const std::string& merges) {
 
 TEST(SavedRunTokenizer, IsTheRecordedOneByDefault) {
   const LoadedModel loaded = trained_with(testing::gpt2_vocab_file(), testing::gpt2_merges_file());
-  std::string vocab, merges;
-  EXPECT_EQ(saved_run_tokenizer(loaded, vocab, merges)->vocab_size(), 50257u);
-  EXPECT_EQ(vocab, testing::gpt2_vocab_file());
-  EXPECT_EQ(merges, testing::gpt2_merges_file());
+  const RunTokenizer chosen = saved_run_tokenizer(loaded);
+  EXPECT_EQ(chosen.tokenizer->vocab_size(), 50257u);
+  EXPECT_EQ(chosen.options.vocab_file, testing::gpt2_vocab_file());
+  EXPECT_EQ(chosen.options.merge_file, testing::gpt2_merges_file());
 }
 
 TEST(SavedRunTokenizer, TakesACopyOfTheRecordedOne) {
@@ -55,7 +55,7 @@ TEST(SavedRunTokenizer, TakesACopyOfTheRecordedOne) {
   fs::copy_file(testing::gpt2_merges_file(), dir / "merges.txt");
   const LoadedModel loaded = trained_with(testing::gpt2_vocab_file(), testing::gpt2_merges_file());
   std::string vocab = dir / "vocab.json", merges = dir / "merges.txt";
-  EXPECT_EQ(saved_run_tokenizer(loaded, vocab, merges)->vocab_size(), 50257u);
+  EXPECT_EQ(saved_run_tokenizer(loaded, {vocab, merges, ""}).tokenizer->vocab_size(), 50257u);
 }
 
 TEST(SavedRunTokenizer, RefusesASmallerTokenizerNamingTheRecordedOne) {
@@ -63,7 +63,7 @@ TEST(SavedRunTokenizer, RefusesASmallerTokenizerNamingTheRecordedOne) {
   write_small_tokenizer(dir / "small.json", dir / "small.txt");
   const LoadedModel loaded = trained_with(testing::gpt2_vocab_file(), testing::gpt2_merges_file());
   std::string vocab = dir / "small.json", merges = dir / "small.txt";
-  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, vocab, merges); }),
+  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, {vocab, merges, ""}); }),
                            {"has 1001 tokens", "trained with --vocab-file " + testing::gpt2_vocab_file(),
                             "--merge-file " + testing::gpt2_merges_file(), "(50257 tokens)",
                             "leave --vocab-file and --merge-file out"});
@@ -76,7 +76,7 @@ TEST(SavedRunTokenizer, RefusesASmallerTokenizerWhenTheRecordedFilesAreGone) {
   const LoadedModel loaded = trained_with(gone, dir / "moved/gpt2-merges.txt");
   std::string vocab = dir / "small.json", merges = dir / "small.txt";
   // 1001 tokens pad to 1024 rows at --make-vocab-size-divisible-by 128, not the model's 50304.
-  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, vocab, merges); }),
+  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, {vocab, merges, ""}); }),
                            {"has 1001 tokens, padded to 1024 rows", "50304", "trained with --vocab-file " + gone});
 }
 
@@ -86,9 +86,42 @@ TEST(SavedRunTokenizer, RefusesMoreTokensThanTheModelHasRows) {
   LoadedModel loaded = trained_with(dir / "small.json", dir / "small.txt");
   loaded.config.padded_vocab_size = 1024;
   std::string vocab = testing::gpt2_vocab_file(), merges = testing::gpt2_merges_file();
-  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, vocab, merges); }),
+  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, {vocab, merges, ""}); }),
                            {"has 50257 tokens but the model's vocabulary has 1024 rows",
                             "trained with --vocab-file " + dir / "small.json"});
+}
+
+TEST(SavedRunTokenizer, ReadsTheCheckpointsCopyWhenTheRecordedFilesAreGone) {
+  testing::TempDir dir("tok");
+  const fs::path copies = dir / "ckpt/iter_0000020/tokenizer";
+  fs::create_directories(copies);
+  fs::copy_file(testing::gpt2_vocab_file(), copies / "vocab.json");
+  fs::copy_file(testing::gpt2_merges_file(), copies / "merges.txt");
+  LoadedModel loaded = trained_with(dir / "moved/vocab.json", dir / "moved/merges.txt");
+  loaded.root = dir / "ckpt";
+  loaded.iteration = 20;
+  const RunTokenizer chosen = saved_run_tokenizer(loaded);
+  EXPECT_EQ(chosen.tokenizer->vocab_size(), 50257u);
+  EXPECT_EQ(fs::path(chosen.options.vocab_file), copies / "vocab.json");
+  EXPECT_EQ(fs::path(chosen.options.merge_file), copies / "merges.txt");
+  testing::expect_contains(chosen.source, {"the checkpoint's copy"});
+  // Without the copies nothing names a file that is there: the error names both places.
+  fs::remove_all(copies);
+  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded); }), {"moved/vocab.json"});
+}
+
+TEST(SavedRunTokenizer, RefusesFilesOfAnotherTokenizerType) {
+  const LoadedModel loaded = trained_with(testing::gpt2_vocab_file(), testing::gpt2_merges_file());
+  testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, {"", "", "/some/tokenizer.model"}); }),
+                           {"--tokenizer-model names a tokenizer file", "trained with --vocab-file",
+                            "give --vocab-file and --merge-file instead"});
+  LoadedModel hf;
+  hf.run_config = {{"tokenizer_type", "HuggingFaceTokenizer"}, {"tokenizer_model", "/gone/llama3"}};
+  hf.config.padded_vocab_size = 128256;
+  testing::expect_contains(
+      testing::error_of([&] { saved_run_tokenizer(hf, {testing::gpt2_vocab_file(), testing::gpt2_merges_file(), ""}); }),
+      {"name GPT-2 files", "--tokenizer-type HuggingFaceTokenizer --tokenizer-model /gone/llama3",
+       "give --tokenizer-model instead"});
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 """Writes a randomly initialised transformers model with save_pretrained, for the import tests.
-Usage: hf_random_model.py gpt2|llama DIR. The norms' weights and biases are perturbed so that
+Usage: hf_random_model.py gpt2|llama DIR [VOCAB_SIZE] (default 50257, GPT-2's). The norms' weights and biases are perturbed so that
 they are not all ones and zeros (a swapped norm would otherwise go unnoticed)."""
 import sys
 
@@ -9,14 +9,15 @@ import transformers
 
 def main() -> int:
     family, out = sys.argv[1], sys.argv[2]
+    vocab = int(sys.argv[3]) if len(sys.argv) > 3 else 50257
     torch.manual_seed(1234)
     if family == "gpt2":
-        config = transformers.GPT2Config(vocab_size=50257, n_positions=64, n_embd=64, n_layer=4, n_head=4,
+        config = transformers.GPT2Config(vocab_size=vocab, n_positions=64, n_embd=64, n_layer=4, n_head=4,
                                          activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
                                          attn_pdrop=0.0, initializer_range=0.3)
         model = transformers.GPT2LMHeadModel(config)
     else:
-        config = transformers.LlamaConfig(vocab_size=50257, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                           rope_theta=20000.0, tie_word_embeddings=False,
                                           initializer_range=0.3)

@@ -13,6 +13,7 @@
 #include "megatron/data/dataset_summary.h"
 #include "megatron/data/indexed_dataset.h"
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_flags.h"
 
 namespace {
 
@@ -55,13 +56,9 @@ int run(int argc, char** argv) {
       app.add_option("--document", document, "Also print the token ids of document N");
   app.add_option("--max-ids", max_ids, "Print at most N ids of the document (0: all)")
       ->capture_default_str();
-  app.add_option("--tokenizer-type", tokenizer_options.type,
-                 "Tokenizer that decodes --document to text")
-      ->capture_default_str();
-  CLI::Option* vocab_option = app.add_option("--vocab-file", tokenizer_options.vocab_file,
-                                             "Tokenizer vocabulary; decodes --document to text");
-  CLI::Option* merge_option = app.add_option("--merge-file", tokenizer_options.merge_file,
-                                             "BPE merges; decodes --document to text");
+  // Any tokenizer flag decodes --document to text.
+  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_options);
+  app.add_option("--vocab-extra-ids", tokenizer_options.vocab_extra_ids, "SentencePieceTokenizer: <extra_id_i> tokens");
   std::vector<std::string> problems;
   if (const auto status = megatron::parse_command_line(app, argc, argv, "dataset_info", problems)) {
     return *status;  // --help
@@ -70,9 +67,12 @@ int run(int argc, char** argv) {
   if (max_ids < 0) problems.push_back("--max-ids must be >= 0 (0 prints all), got " + std::to_string(max_ids));
   megatron::throw_if_problems("invalid command line", problems);
 
-  const bool decode = vocab_option->count() > 0 || merge_option->count() > 0;
+  bool decode = false;
+  for (const char* flag : {"--tokenizer-type", "--vocab-file", "--merge-file", "--tokenizer-model"}) {
+    decode = decode || app.count(flag) > 0;
+  }
   MEGATRON_CHECK(!decode || document_option->count() > 0,
-                 "--vocab-file / --merge-file decode one document; add --document N");
+                 "the tokenizer flags decode one document; add --document N");
   const std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer =
       decode ? megatron::tokenizer::build_tokenizer(tokenizer_options) : nullptr;
   const megatron::data::IndexedDataset dataset(prefix);

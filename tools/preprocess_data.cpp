@@ -19,6 +19,7 @@
 #include "megatron/data/jsonl_reader.h"
 #include "megatron/data/preprocess.h"
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_flags.h"
 
 namespace {
 
@@ -82,23 +83,10 @@ int run(int argc, char** argv) {
   app.add_option("--workers", workers, "tokenizing threads (default: the number of cores)")->capture_default_str();
   app.add_option("--partitions", partitions, "accepted for compatibility; only 1 is supported")->capture_default_str();
   app.add_option("--log-interval", log_interval, "progress line every N documents")->capture_default_str();
-  app.add_option("--tokenizer-type", tokenizer_options.type, "tokenizer")->capture_default_str();
-  app.add_option("--vocab-file", tokenizer_options.vocab_file, "GPT-2 vocab.json");
-  app.add_option("--merge-file", tokenizer_options.merge_file, "GPT-2 merges.txt");
-  app.add_option("--tokenizer-model", tokenizer_options.tokenizer_model,
-                 "HuggingFaceTokenizer: a folder with tokenizer.json; TikTokenizer: the vocabulary .json; SentencePieceTokenizer, GPTSentencePieceTokenizer, "
-                 "Llama2Tokenizer: the SentencePiece .model");
+  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_options);
   std::int64_t vocab_extra_ids = 0;  // parsed and dropped: Megatron's preprocess_data sets it to 0
   app.add_option("--vocab-extra-ids", vocab_extra_ids,
                  "accepted and ignored, as Megatron's preprocess_data does (it always uses 0)");
-  app.add_option("--vocab-size", tokenizer_options.vocab_size,
-                 "TikTokenizer: ids below this (default 131072); NullTokenizer: the vocabulary size");
-  app.add_option("--tiktoken-pattern", tokenizer_options.tiktoken_pattern, "TikTokenizer: v1 or v2");
-  app.add_option("--tiktoken-num-special-tokens", tokenizer_options.tiktoken_num_special_tokens,
-                 "TikTokenizer: ids reserved for special tokens")
-      ->capture_default_str();
-  app.add_option("--tiktoken-special-tokens", tokenizer_options.tiktoken_special_tokens,
-                 "TikTokenizer: the special tokens (must include <unk> <s> </s>)");
   app.add_flag("--skip-invalid-lines", options.skip_invalid_lines,
                "skip lines that are not valid documents (warn, count) instead of failing");
   for (const auto& u : kUnsupported) {

@@ -10,7 +10,9 @@
 #    did; transformers' greedy generation on the export gives our ids;
 #  - Llama2Tokenizer (SentencePiece) trains with TensorBoard on (the SentencePiece library lives
 #    beside libprotobuf in that process), its checkpoint carries tokenizer.model, and generate
-#    works from the copy once the original is gone.
+#    works from the copy once the original is gone;
+#  - TikTokenizer trains with the cache identity megatron-core's class gives CustomTikTokenizer and
+#    generates from its copy.
 set -uo pipefail
 TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lib.sh
@@ -106,3 +108,32 @@ rm "$WORK/sp.model"
 assert_succeeds "$GENERATE" --load "$WORK/sp.ckpt" --prompt "$PROMPT" --greedy --max-new-tokens 4 --print-token-ids
 grep -q "^prompt token ids: 1 " "$WORK/err.txt" || fail "the prompt does not start with the BOS id 1: $(cat "$WORK/err.txt")"
 ok "trained, TensorBoard written, generated from the copy with a BOS first"
+
+step "TikTokenizer trains, names its caches as megatron-core's CustomTikTokenizer would, and generates from its copy"
+assert_succeeds "$PY" "$TESTS/unit/tokenizer/tiktoken_reference.py" --gpt2 "$(dirname "$VOCAB")" --texts docs.jsonl \
+  --out "$WORK/tik"
+TIK=(--tokenizer-type TikTokenizer --tokenizer-model "$WORK/tik/vocab.json" --tiktoken-pattern v2 --vocab-size 51256)
+assert_succeeds "$PREPROCESS" --input docs.jsonl --output-prefix tik --workers 1 --append-eod "${TIK[@]}"
+assert_succeeds "$TRAIN" --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 \
+  --max-position-embeddings 32 "${TRAIN_FLAGS[@]}" --train-iters 2 --data-path tik_text_document "${TIK[@]}" \
+  --save "$WORK/tik.ckpt" --save-interval 2
+description=$(find tik_text_document/cache -name '*-train-description.txt' | head -1)
+assert_succeeds "$PY" - "$description" "$WORK/tik/vocab.json" "$TESTS/unit/tokenizer" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from tiktoken_reference import PATTERNS  # Megatron's patterns, verbatim
+from megatron.core.datasets.megatron_tokenizer import MegatronTokenizer
+
+class CustomTikTokenizer(MegatronTokenizer):  # core_v0.12.0's constructor call, as build_tokenizer makes it
+    def __init__(self, path, pattern, vocab_size, num_special_tokens, special_tokens):
+        super().__init__(path, pattern=pattern, vocab_size=vocab_size, num_special_tokens=num_special_tokens,
+                         special_tokens=special_tokens)
+    tokenize = detokenize = vocab = inv_vocab = vocab_size = None
+
+ours = json.load(open(sys.argv[1]))["tokenizer"]
+theirs = json.loads(CustomTikTokenizer(sys.argv[2], PATTERNS["v2"], 51256, 1000, None).unique_description)
+assert ours == theirs, (ours, theirs)
+PY
+mv "$WORK/tik" "$WORK/tik.moved"
+assert_succeeds "$GENERATE" --load "$WORK/tik.ckpt" --prompt "$PROMPT" --greedy --max-new-tokens 4 --print-token-ids
+ok "identity equal to megatron-core's; generated from the checkpoint's copy"

@@ -87,6 +87,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<hf::PostProcessor> post_processor_;
   std::unique_ptr<hf::Decoder> decoder_;
   std::vector<hf::AddedToken> added_;
+  StringMap<bool> added_contents_;  // the contents of added_, for the duplicate check
   std::unique_ptr<hf::AddedTokenMatcher> raw_matcher_, normalized_matcher_;
   std::vector<std::string> id_to_token_;
   std::size_t vocab_size_ = 0;
@@ -177,9 +178,7 @@ std::int32_t HfTokenizer::token_id(const std::string& content) const {
 // An added token keeps the model's id for its content when the model has it; the vocabulary
 // grows by the tokens the model does not have.
 void HfTokenizer::add_token(hf::AddedToken token) {
-  for (const hf::AddedToken& existing : added_) {
-    if (existing.content == token.content) return;
-  }
+  if (!added_contents_.emplace(token.content, true).second) return;  // the first of a content wins
   MEGATRON_CHECK(token.id >= 0, where_, ": added token \"", token.content, "\" has a negative id");
   if (model_->id(token.content) < 0) ++vocab_size_;
   if (static_cast<std::size_t>(token.id) >= id_to_token_.size()) id_to_token_.resize(token.id + 1);

@@ -1,12 +1,11 @@
 // Single-thread tokenizer throughput: the "text" values of a jsonl corpus, encoded over and over
 // until at least --min-mb MB of text went through one Encoder (cache included, as in
 // preprocess_data). Prints MB/s (10^6 bytes of UTF-8 text per second) and tokens/s.
-// Usage: bench_tokenizer CORPUS.jsonl VOCAB.json MERGES.txt [--min-mb 100] [--repeats 3]
-//        bench_tokenizer CORPUS.jsonl --tokenizer-type T --tokenizer-model M [--tiktoken-pattern v2]
-//                        [--min-mb 100] [--repeats 3]      (any type build_tokenizer takes)
+// Usage: bench_tokenizer CORPUS.jsonl [VOCAB.json MERGES.txt] [--min-mb 100] [--repeats 3]
+//        [TOKENIZER FLAGS]   (preprocess_data's: --tokenizer-type T --tokenizer-model M ...)
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,32 +13,29 @@
 #include <vector>
 
 #include "megatron/tokenizer/tokenizer.h"
+#include "megatron/tokenizer/tokenizer_flags.h"
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: %s CORPUS.jsonl (VOCAB.json MERGES.txt | --tokenizer-type T --tokenizer-model M) "
-                 "[--tiktoken-pattern P] [--min-mb N] [--repeats N]\n", argv[0]);
-    return 2;
-  }
+  CLI::App app{"Single-thread tokenizer throughput", "bench_tokenizer"};
+  std::string corpus;
+  std::vector<std::string> gpt2_files;  // VOCAB.json MERGES.txt, the older positional form
   double min_mb = 100;
   int repeats = 3;
   megatron::tokenizer::TokenizerOptions options;
-  const bool named = std::strncmp(argv[2], "--", 2) == 0;
-  if (!named) {
-    options.vocab_file = argv[2];
-    options.merge_file = argv[3];
-  }
-  for (int i = named ? 2 : 4; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--min-mb") == 0) min_mb = std::stod(argv[i + 1]);
-    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::stoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--tokenizer-type") == 0) options.type = argv[i + 1];
-    if (std::strcmp(argv[i], "--tokenizer-model") == 0) options.tokenizer_model = argv[i + 1];
-    if (std::strcmp(argv[i], "--tiktoken-pattern") == 0) options.tiktoken_pattern = argv[i + 1];
+  app.add_option("corpus", corpus, "jsonl corpus")->required();
+  app.add_option("gpt2_files", gpt2_files, "GPT-2 vocab.json and merges.txt")->expected(0, 2);
+  app.add_option("--min-mb", min_mb, "MB of text per run")->capture_default_str();
+  app.add_option("--repeats", repeats, "runs (the best is reported)")->capture_default_str();
+  megatron::tokenizer::add_tokenizer_flags(app, options);
+  CLI11_PARSE(app, argc, argv);
+  if (gpt2_files.size() == 2) {
+    options.vocab_file = gpt2_files[0];
+    options.merge_file = gpt2_files[1];
   }
   try {
     std::vector<std::string> texts;
     std::size_t corpus_bytes = 0;
-    std::ifstream in(argv[1]);
+    std::ifstream in(corpus);
     std::string line;
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line);
@@ -52,7 +48,7 @@ int main(int argc, char** argv) {
       corpus_bytes += texts.back().size();
     }
     const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
-    std::printf("corpus: %s, %zu texts, %.2f MB of text; target %.0f MB per run\n", argv[1],
+    std::printf("corpus: %s, %zu texts, %.2f MB of text; target %.0f MB per run\n", corpus.c_str(),
                 texts.size(), corpus_bytes / 1e6, min_mb);
     double best = 0;
     for (int r = 0; r < repeats; ++r) {

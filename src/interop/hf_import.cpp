@@ -228,11 +228,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
     common.config["tokenizer_model"] = tokenizer_options.tokenizer_model;
   }
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
-  auto files = std::make_shared<checkpoint::AssetFiles>();
-  for (const auto& file : tokenizer::tokenizer_files(tokenizer_options)) {
-    files->emplace_back(file.name, read_text_file(file.source, "the tokenizer file"));
-  }
-  common.tokenizer_files = std::move(files);
+  common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));
   checkpoint::save_model_shards(save_dir, common, shards);
   return result;
 }

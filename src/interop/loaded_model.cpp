@@ -112,7 +112,8 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
   // Files for another type than the run's cannot stand in for its tokenizer.
   const bool given_gpt2 = !given.vocab_file.empty() || !given.merge_file.empty();
   MEGATRON_CHECK(!(given_gpt2 && !gpt2), "--vocab-file and --merge-file name GPT-2 files, but this checkpoint was "
-                 "trained with ", trained_with, "; give --tokenizer-model instead, or neither");
+                 "trained with ", trained_with,
+                 recorded.type == "NullTokenizer" ? "; give neither" : "; give --tokenizer-model instead, or neither");
   MEGATRON_CHECK(!(!given.tokenizer_model.empty() && (gpt2 || recorded.type == "NullTokenizer")),
                  "--tokenizer-model names a tokenizer file, but this checkpoint was trained with ", trained_with,
                  gpt2 ? "; give --vocab-file and --merge-file instead, or neither" : "");
@@ -127,9 +128,9 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
     if (!given.merge_file.empty()) out.options.merge_file = given.merge_file;
     if (!given.tokenizer_model.empty()) out.options.tokenizer_model = given.tokenizer_model;
     out.source = "the tokenizer (" + describe(out.options) + ")";
-  } else if (!loaded.root.empty() && files_exist(tokenizer::options_reading_copies(recorded, copies)) &&
-             recorded.type != "NullTokenizer") {
-    out.options = tokenizer::options_reading_copies(recorded, copies);
+  } else if (const auto copied = tokenizer::options_reading_copies(recorded, copies);
+             !loaded.root.empty() && recorded.type != "NullTokenizer" && files_exist(copied)) {
+    out.options = copied;
     out.source = "the checkpoint's copy of its tokenizer (" + copies + ")";
   } else {
     const std::string flags = gpt2 ? "--vocab-file and --merge-file" : "--tokenizer-model";

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "megatron/core/file_io.h"
 #include "megatron/tokenizer/sentencepiece_tokenizer.h"
 
 namespace megatron::tokenizer {
@@ -41,6 +42,14 @@ std::vector<TokenizerFile> tokenizer_files(const TokenizerOptions& o) {
     add(o.tokenizer_model, "tokenizer.model");
   }
   return files;
+}
+
+std::vector<std::pair<std::string, std::string>> read_tokenizer_files(const TokenizerOptions& options) {
+  std::vector<std::pair<std::string, std::string>> contents;
+  for (const auto& file : tokenizer_files(options)) {
+    contents.emplace_back(file.name, read_text_file(file.source, "the tokenizer file"));
+  }
+  return contents;
 }
 
 TokenizerOptions options_reading_copies(const TokenizerOptions& options, const std::string& folder) {

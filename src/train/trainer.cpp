@@ -19,6 +19,7 @@
 #include "megatron/parallel/data_parallel.h"
 #include "megatron/parallel/pipeline_executor.h"
 #include "megatron/parallel/pipeline_layout.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 #include "megatron/train/checkpointer.h"
 #include "megatron/train/exit_policy.h"
 #include "megatron/train/iteration_logger.h"
@@ -116,7 +117,9 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << plan_.argument_dump;
   out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
   tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
-  if (plan_.checkpoint.save && comm_.rank() == 0) tokenizer_files_ = read_tokenizer_files(plan_.tokenizer);
+  if (plan_.checkpoint.save && comm_.rank() == 0) {  // every checkpoint carries a copy (save_tokenizer_assets)
+    tokenizer_files_ = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(plan_.tokenizer));
+  }
   const auto vocab = static_cast<std::int64_t>(tokenizer_->vocab_size());
   model_config_ = plan_.model;
   model_config_.padded_vocab_size = plan_.vocab.padded(vocab);

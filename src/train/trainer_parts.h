@@ -27,10 +27,6 @@ namespace megatron::train {
 data::GptDatasets build_run_datasets(const DataPlan& data, const tokenizer::TokenizerOptions& tokenizer_options,
                                      const tokenizer::Tokenizer& tokenizer, bool remove_stale, std::ostream& out);
 
-// The tokenizer's files, read once, for every checkpoint to carry a copy (Megatron's
-// save_tokenizer_assets); throws naming a file that cannot be read.
-std::shared_ptr<const checkpoint::AssetFiles> read_tokenizer_files(const tokenizer::TokenizerOptions& options);
-
 // This rank's part of the model: the chunks of its pipeline stage (one per virtual stage), their
 // parameters under their checkpoint names ("model<c>." in front with several chunks) with their
 // TP layouts, the data-parallel gradient buffers over them, and the schedule that runs them.

@@ -10,9 +10,7 @@
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/core/strings.h"
-#include "megatron/core/file_io.h"
 #include "megatron/tokenizer/tiktoken_tokenizer.h"
-#include "megatron/tokenizer/tokenizer_files.h"
 #include "trainer_parts.h"
 
 namespace megatron::train {
@@ -61,14 +59,6 @@ data::TokenizerInfo tokenizer_info(const tokenizer::TokenizerOptions& options, c
 }
 
 }  // namespace
-
-std::shared_ptr<const checkpoint::AssetFiles> read_tokenizer_files(const tokenizer::TokenizerOptions& options) {
-  auto files = std::make_shared<checkpoint::AssetFiles>();
-  for (const auto& file : tokenizer::tokenizer_files(options)) {
-    files->emplace_back(file.name, read_text_file(file.source, "the tokenizer file"));
-  }
-  return files;
-}
 
 namespace {
 

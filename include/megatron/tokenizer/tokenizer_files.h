@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "megatron/tokenizer/tokenizer.h"
@@ -31,6 +32,10 @@ struct TokenizerChoice {
 // The files of `options`' tokenizer that exist (a missing one is the tokenizer's own error, when
 // it is built).
 std::vector<TokenizerFile> tokenizer_files(const TokenizerOptions& options);
+
+// The contents of tokenizer_files(options), as (copy's name, bytes), for a checkpoint to carry;
+// throws naming a file that cannot be read.
+std::vector<std::pair<std::string, std::string>> read_tokenizer_files(const TokenizerOptions& options);
 
 // `options` with its paths pointing at the copies in `folder` (what tokenizer_files named them).
 TokenizerOptions options_reading_copies(const TokenizerOptions& options, const std::string& folder);

@@ -109,6 +109,7 @@ int run(int argc, char** argv) {
     flags += " --tokenizer-type " + tokenizer.type;
     flags += tokenizer.type == "GPT2BPETokenizer" ? " --vocab-file " + tokenizer.vocab_file + " --merge-file " + tokenizer.merge_file
                                                   : " --tokenizer-model " + tokenizer.tokenizer_model;
+    if (tokenizer.vocab_extra_ids > 0) flags += " --vocab-extra-ids " + std::to_string(tokenizer.vocab_extra_ids);
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
                 "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
                 "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
@@ -124,7 +125,7 @@ int run(int argc, char** argv) {
   const auto family = megatron::interop::hf_family_of(loaded.config);
   const megatron::interop::HfExport out =
       megatron::interop::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
-                             static_cast<std::int64_t>(tokenizer->vocab_size()), type);
+                             static_cast<std::int64_t>(tokenizer->vocab_size()), type, tokenizer->bos());
   megatron::interop::write_hf_folder(save_dir, out, run_tokenizer.options, loaded.config.seq_length, shard_bytes);
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",

@@ -14,7 +14,7 @@
 #include "megatron/core/file_io.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/interop/huggingface.h"
-#include "megatron/tokenizer/tokenizer_files.h"
+#include "megatron/tokenizer/hf_tokenizer_export.h"
 
 namespace megatron::interop {
 namespace {
@@ -28,22 +28,6 @@ const at::Tensor& get(const std::map<std::string, at::Tensor>& m, const std::str
   const auto it = m.find(name);
   MEGATRON_CHECK(it != m.end(), "the model has no parameter ", name);
   return it->second;
-}
-
-// transformers' GPT2Tokenizer files for Megatron's GPT-2 vocabulary: <|endoftext|> is bos, eos and unk.
-void write_gpt2_tokenizer(const fs::path& tmp, const tokenizer::TokenizerOptions& tokenizer,
-                          std::int64_t model_max_length,
-                          const std::function<void(const char*, const nlohmann::ordered_json&)>& write_json) {
-  fs::copy_file(tokenizer.vocab_file, tmp / "vocab.json");
-  fs::copy_file(tokenizer.merge_file, tmp / "merges.txt");
-  const std::string eod = "<|endoftext|>";
-  write_json("tokenizer_config.json", {{"tokenizer_class", "GPT2Tokenizer"},
-                                       {"model_max_length", model_max_length},
-                                       {"bos_token", eod},
-                                       {"eos_token", eod},
-                                       {"unk_token", eod},
-                                       {"add_prefix_space", false}});
-  write_json("special_tokens_map.json", {{"bos_token", eod}, {"eos_token", eod}, {"unk_token", eod}});
 }
 
 }  // namespace
@@ -79,7 +63,8 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
 }
 
 HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,
-               at::ScalarType dtype) {
+               at::ScalarType dtype, std::optional<std::int64_t> bos_id) {
+  const std::int64_t bos = bos_id.value_or(eod);
   HfExport out;
   out.family = hf_family_of(c);
   MEGATRON_CHECK(vocab_size > 0 && vocab_size <= c.padded_vocab_size, "the tokenizer has ", vocab_size,
@@ -139,7 +124,7 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
                   {"initializer_range", c.init_method_std},
                   {"scale_attn_weights", true},
                   {"use_cache", true},
-                  {"bos_token_id", eod},
+                  {"bos_token_id", bos},
                   {"eos_token_id", eod},
                   {"tie_word_embeddings", tied},
                   {"dtype", dtype_name}};
@@ -191,12 +176,12 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
                   {"attention_dropout", c.attention_dropout},
                   {"initializer_range", c.init_method_std},
                   {"use_cache", true},
-                  {"bos_token_id", eod},
+                  {"bos_token_id", bos},
                   {"eos_token_id", eod},
                   {"tie_word_embeddings", tied},
                   {"dtype", dtype_name}};
   }
-  out.generation_config = {{"bos_token_id", eod}, {"eos_token_id", eod}, {"pad_token_id", eod},
+  out.generation_config = {{"bos_token_id", bos}, {"eos_token_id", eod}, {"pad_token_id", eod},
                            {"max_length", c.seq_length}};
   return out;
 }
@@ -204,14 +189,8 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
 void write_hf_folder(const std::string& dir, const HfExport& model, const tokenizer::TokenizerOptions& tokenizer,
                      std::int64_t model_max_length, std::uint64_t max_shard_bytes) {
   MEGATRON_CHECK(!fs::exists(dir), "--save-dir ", dir, " already exists; choose a new folder");
-  const bool gpt2 = tokenizer.type == "GPT2BPETokenizer";
-  if (gpt2) {
-    check_readable_file(tokenizer.vocab_file, "--vocab-file");
-    check_readable_file(tokenizer.merge_file, "--merge-file");
-  }
-  const auto tokenizer_files = tokenizer::tokenizer_files(tokenizer);
-  MEGATRON_CHECK(gpt2 || tokenizer.type == "NullTokenizer" || !tokenizer_files.empty(), "--tokenizer-model ",
-                 tokenizer.tokenizer_model, ": no tokenizer files there to write beside the model");
+  // Read (and, for TikTokenizer, converted) before anything is written.
+  const auto tokenizer_files = tokenizer::hf_tokenizer_files(tokenizer, model_max_length);
   const fs::path target(dir);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   // An export killed before its rename left <dir>.tmp.<its pid>: gone with its process, it goes.
@@ -254,13 +233,11 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const tokeni
   }
   write_json("config.json", model.config);
   write_json("generation_config.json", model.generation_config);
-  // A HuggingFace tokenizer's own files load as they are; the SentencePiece and TikTokenizer files
-  // are copied as the checkpoint carries them. GPT-2's get transformers' GPT2Tokenizer configuration.
-  // Megatron's TikTokenizer vocabulary is not a tokenizer.json: it goes under a name of its own.
-  for (const auto& file : tokenizer_files) {
-    if (!gpt2) fs::copy_file(file.source, tmp / (tokenizer.type == "TikTokenizer" ? "tiktoken_vocab.json" : file.name));
+  for (const auto& [name, contents] : tokenizer_files) {
+    AtomicFile file((tmp / name).string());
+    file.write(contents.data(), contents.size());
+    file.commit();
   }
-  if (gpt2) write_gpt2_tokenizer(tmp, tokenizer, model_max_length, write_json);
   fs::rename(tmp, target);
   temp.release();
   fsync_parent_folder(dir);

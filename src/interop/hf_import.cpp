@@ -43,6 +43,35 @@ bool resolve_tie(std::map<std::string, at::Tensor>& t, const std::string& embedd
   return false;
 }
 
+
+// The Megatron type of a folder's tokenizer.model. Our exports say it in tokenizer_config.json
+// (hf_tokenizer_export.h): SentencePieceBackend with a BOS pattern is Llama2Tokenizer, with
+// Megatron's <EOD> among its added tokens SentencePieceTokenizer (its <extra_id_i> counted into
+// `vocab_extra_ids`), else GPTSentencePieceTokenizer. Any other folder is transformers'
+// LlamaTokenizer over the model, a BOS before every text: Llama2Tokenizer.
+std::string sentencepiece_folder_type(const fs::path& dir, std::int64_t& vocab_extra_ids) {
+  const fs::path path = dir / "tokenizer_config.json";
+  if (!fs::exists(path)) return "Llama2Tokenizer";
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text_file(path.string(), "tokenizer_config.json"));
+  } catch (const nlohmann::json::exception& e) {
+    MEGATRON_FAIL(path.string(), ": not valid JSON (", e.what(), ")");
+  }
+  if (config.value("tokenizer_class", std::string()) != "SentencePieceBackend") return "Llama2Tokenizer";
+  if (config.value("special_tokens_pattern", std::string()) == "bos") return "Llama2Tokenizer";
+  bool eod = false;
+  const nlohmann::json added = config.value("added_tokens_decoder", nlohmann::json::object());
+  for (const auto& [id, token] : added.items()) {
+    const std::string content = token.is_object() ? token.value("content", std::string()) : std::string();
+    eod = eod || content == "<EOD>";
+    if (content.starts_with("<extra_id_")) ++vocab_extra_ids;
+  }
+  if (eod) return "SentencePieceTokenizer";
+  vocab_extra_ids = 0;
+  return "GPTSentencePieceTokenizer";
+}
+
 }  // namespace
 
 tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const tokenizer::TokenizerChoice& given) {
@@ -65,8 +94,7 @@ tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const
     o.type = "HuggingFaceTokenizer";
     o.tokenizer_model = absolute(dir);
   } else if (fs::exists(dir / "tokenizer.model")) {
-    // transformers' LlamaTokenizer over a SentencePiece model: a BOS before every text.
-    o.type = "Llama2Tokenizer";
+    o.type = sentencepiece_folder_type(dir, o.vocab_extra_ids);
     o.tokenizer_model = absolute(dir / "tokenizer.model");
   } else {
     MEGATRON_FAIL(hf_dir, " holds no tokenizer (tokenizer.json, vocab.json and merges.txt, or tokenizer.model); "

@@ -72,6 +72,9 @@ class HfTokenizer final : public Tokenizer {
                    "so there is no end-of-document id");
     return eos_;
   }
+  std::optional<std::int32_t> bos() const override {
+    return bos_ >= 0 ? std::optional<std::int32_t>(bos_) : std::nullopt;
+  }
   std::unique_ptr<Encoder> make_encoder() const override { return std::make_unique<HfEncoder>(*this); }
   std::string decode(std::span<const std::int32_t> ids) const override;
 
@@ -92,6 +95,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<std::string> id_to_token_;
   std::size_t vocab_size_ = 0;
   std::int32_t eos_ = -1;
+  std::int32_t bos_ = -1;
 };
 
 HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder) : where_(tokenizer_json.string()) {
@@ -131,7 +135,6 @@ HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder)
   if (fs::exists(folder / "tokenizer_config.json")) config = read_json(folder / "tokenizer_config.json");
   json special_map = json::object();
   if (fs::exists(folder / "special_tokens_map.json")) special_map = read_json(folder / "special_tokens_map.json");
-  std::int32_t bos = -1;
   for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     const json& entry = config.contains(name) ? config.at(name) : special_map.value(name, json());
     std::optional<hf::AddedToken> token = config_token(entry);
@@ -143,17 +146,21 @@ HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder)
       add_token(*token);
     }
     if (std::string_view(name) == "eos_token") eos_ = id;
-    if (std::string_view(name) == "bos_token") bos = id;
+    if (std::string_view(name) == "bos_token") bos_ = id;
   }
   if (config.contains("add_bos_token") || config.contains("add_eos_token")) {
-    const bool add_bos = config.value("add_bos_token", false) && bos >= 0;
+    const bool add_bos = config.value("add_bos_token", false) && bos_ >= 0;
     const bool add_eos = config.value("add_eos_token", false) && eos_ >= 0;
-    post_processor_ = hf::make_bos_eos_processor(add_bos ? bos : -1, add_eos ? eos_ : -1);
+    post_processor_ = hf::make_bos_eos_processor(add_bos ? bos_ : -1, add_eos ? eos_ : -1);
   }
 
+  // split_special_tokens (transformers sets the library's encode_special_tokens from it): special
+  // tokens written in a document are text like any other; the other added tokens are still found.
+  const bool split_special = config.value("split_special_tokens", false);
   std::vector<hf::AddedToken> raw, normalized;
   std::vector<std::string> raw_contents, normalized_contents;
   for (const hf::AddedToken& token : added_) {
+    if (split_special && token.special) continue;
     if (token.normalized) {
       std::string content = token.content;
       if (normalizer_) normalizer_->normalize(content);

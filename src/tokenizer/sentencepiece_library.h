@@ -27,6 +27,7 @@ class SentencePieceModel {
   virtual int bos_id() const = 0;  // -1 when the model has none
   virtual int eos_id() const = 0;
   virtual int pad_id() const = 0;
+  virtual int unk_id() const = 0;
   virtual int piece_to_id(std::string_view piece) const = 0;  // the unknown id for a non-piece
   virtual std::string id_to_piece(int id) const = 0;
   // SentencePieceProcessor::Encode / Decode with default options; "" on success, else the

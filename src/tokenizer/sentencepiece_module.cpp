@@ -16,6 +16,7 @@ class Processor final : public SentencePieceModel {
   int bos_id() const override { return sp_.bos_id(); }
   int eos_id() const override { return sp_.eos_id(); }
   int pad_id() const override { return sp_.pad_id(); }
+  int unk_id() const override { return sp_.unk_id(); }
   int piece_to_id(std::string_view piece) const override { return sp_.PieceToId(piece); }
   std::string id_to_piece(int id) const override { return sp_.IdToPiece(id); }
 

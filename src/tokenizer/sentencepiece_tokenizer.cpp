@@ -38,13 +38,17 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string decode(std::span<const std::int32_t> ids) const override;
 
   Flavor flavor() const { return flavor_; }
-  std::int32_t bos() const { return bos_; }
+  std::optional<std::int32_t> bos() const override {
+    return bos_ >= 0 ? std::optional<std::int32_t>(bos_) : std::nullopt;
+  }
   const std::vector<SpecialToken>& specials() const { return specials_; }
+  SentencePieceSpecialTokens special_tokens() const;
   // SentencePiece's ids for `text` appended to `out`; `scratch` is the caller's buffer.
   void encode_piece(std::string_view text, std::vector<int>& scratch, std::vector<std::int32_t>& out) const;
 
  private:
   void add_special(const std::string& text);
+  std::int32_t special_id(const std::string& text) const;
   // The text of a model piece, or `fallback` when `id` is not one (Megatron's IndexError branch).
   std::string piece_or(int id, const char* fallback) const;
   std::string decode_pieces(std::span<const std::int32_t> ids) const;
@@ -81,11 +85,29 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string type, Flavor flavor,
   add_special(piece_or(sp_->bos_id(), "<BOS>"));
   add_special(piece_or(sp_->eos_id(), "<EOS>"));
   for (std::int64_t i = 0; i < vocab_extra_ids; ++i) add_special("<extra_id_" + std::to_string(i) + ">");
-  const auto id_of = [this](const std::string& text) {
-    return std::find_if(specials_.begin(), specials_.end(), [&](const SpecialToken& s) { return s.text == text; })->id;
-  };
-  eod_ = id_of("<EOD>");
-  pad_ = id_of(pad_text);
+  eod_ = special_id("<EOD>");
+  pad_ = special_id(pad_text);
+  bos_ = special_id(piece_or(sp_->bos_id(), "<BOS>"));
+}
+
+std::int32_t SentencePieceTokenizer::special_id(const std::string& text) const {
+  return std::find_if(specials_.begin(), specials_.end(), [&](const SpecialToken& s) { return s.text == text; })->id;
+}
+
+SentencePieceSpecialTokens SentencePieceTokenizer::special_tokens() const {
+  SentencePieceSpecialTokens out;
+  if (flavor_ != Flavor::kSentencePiece) {
+    out.unk = piece_or(sp_->unk_id(), "");
+    out.bos = piece_or(sp_->bos_id(), "");
+    out.eos = piece_or(sp_->eos_id(), "");
+    out.pad = piece_or(sp_->pad_id(), "");
+    return out;
+  }
+  out.bos = piece_or(sp_->bos_id(), "<BOS>");
+  out.eos = piece_or(sp_->eos_id(), "<EOS>");
+  out.pad = piece_or(sp_->pad_id(), "<PAD>");
+  for (const SpecialToken& s : specials_) out.added.emplace_back(s.text, s.id);
+  return out;
 }
 
 std::string SentencePieceTokenizer::piece_or(int id, const char* fallback) const {
@@ -162,7 +184,7 @@ class SentencePieceEncoder final : public Encoder {
         tokenizer_.encode_piece(text, scratch_, out);
         break;
       case Flavor::kLlama2:
-        out.push_back(tokenizer_.bos());
+        out.push_back(*tokenizer_.bos());
         tokenizer_.encode_piece(text, scratch_, out);
         break;
       case Flavor::kSentencePiece:
@@ -239,6 +261,12 @@ std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(std::string_view type, c
                  "); Llama2Tokenizer puts the BOS id before every text (Megatron would write id -1): use "
                  "GPTSentencePieceTokenizer");
   return std::make_unique<SentencePieceTokenizer>(std::string(type), flavor, std::move(sp), vocab_extra_ids);
+}
+
+SentencePieceSpecialTokens sentencepiece_special_tokens(const Tokenizer& tokenizer) {
+  const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(&tokenizer);
+  MEGATRON_CHECK(sp != nullptr, "--tokenizer-type ", tokenizer.type(), " is not a SentencePiece tokenizer type");
+  return sp->special_tokens();
 }
 
 }  // namespace megatron::tokenizer

@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flat_hash.h"
 #include "megatron/core/check.h"
@@ -90,6 +91,9 @@ class TiktokenTokenizer final : public Tokenizer {
   std::string type() const override { return "TikTokenizer"; }
   std::size_t vocab_size() const override { return vocab_size_; }
   std::int32_t eod() const override { return eod_; }  // </s>
+  std::optional<std::int32_t> bos() const override {  // <s>
+    return static_cast<std::int32_t>(std::find(specials_.begin(), specials_.end(), "<s>") - specials_.begin());
+  }
   std::unique_ptr<Encoder> make_encoder() const override { return std::make_unique<TiktokenEncoder>(*this); }
 
   std::string decode(std::span<const std::int32_t> ids) const override {
@@ -189,7 +193,9 @@ std::string_view tiktoken_pattern_regex(TiktokenPattern pattern) {
   return {};
 }
 
-std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& options) {
+namespace detail {
+
+TiktokenVocabulary load_tiktoken_vocabulary(const TiktokenOptions& options) {
   const std::string& path = options.path;
   MEGATRON_CHECK(!path.empty(), "--tokenizer-type TikTokenizer needs --tokenizer-model (the vocabulary .json)");
   MEGATRON_CHECK(path.size() >= 5 && path.ends_with(".json"), "--tokenizer-model ", path,
@@ -228,8 +234,8 @@ std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& option
   MEGATRON_CHECK(vocab.size() >= inner, "--tokenizer-model ", path, " has ", vocab.size(), " tokens; --vocab-size ",
                  options.vocab_size, " less ", num_special, " special tokens needs ", inner,
                  " (Megatron requires every id below --vocab-size to be a token)");
-  RankMap ranks;
-  ranks.reserve(inner);
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(inner);
   std::vector<std::string> tokens(inner);
   for (std::size_t i = 0; i < inner; ++i) {
     const nlohmann::json& entry = vocab[i];
@@ -245,10 +251,23 @@ std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& option
     MEGATRON_CHECK(i >= 256 || tokens[i] == std::string(1, static_cast<char>(i)), describe_entry(path, i),
                    ": the first 256 tokens must be the single bytes 0..255 in order");
     MEGATRON_CHECK(!tokens[i].empty(), describe_entry(path, i), ": an empty token");
-    const bool inserted = ranks.emplace(tokens[i], static_cast<std::int32_t>(i + num_special)).second;
-    MEGATRON_CHECK(inserted, describe_entry(path, i), ": the same bytes as an earlier token");
+    MEGATRON_CHECK(seen.insert(tokens[i]).second, describe_entry(path, i), ": the same bytes as an earlier token");
   }
-  return std::make_unique<TiktokenTokenizer>(options, std::move(ranks), std::move(tokens), std::move(specials));
+  return {std::move(tokens), std::move(specials)};
+}
+
+}  // namespace detail
+
+std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& options) {
+  detail::TiktokenVocabulary vocabulary = detail::load_tiktoken_vocabulary(options);
+  const auto num_special = static_cast<std::int32_t>(vocabulary.specials.size());
+  RankMap ranks;
+  ranks.reserve(vocabulary.tokens.size());
+  for (std::size_t i = 0; i < vocabulary.tokens.size(); ++i) {
+    ranks.emplace(vocabulary.tokens[i], static_cast<std::int32_t>(i) + num_special);
+  }
+  return std::make_unique<TiktokenTokenizer>(options, std::move(ranks), std::move(vocabulary.tokens),
+                                             std::move(vocabulary.specials));
 }
 
 }  // namespace megatron::tokenizer

@@ -37,7 +37,7 @@ need_tools() {
 }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/megatron-e2e.XXXXXX")
-trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
+[[ -n ${MEGATRON_E2E_KEEP:-} ]] || trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 
 IS_ROOT=0

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,18 +37,18 @@ struct HfExport {
 };
 
 // Megatron's full (single-process) parameters under HF's names and layouts. `eod` is the
-// tokenizer's end-of-document id (bos, eos and pad in the generation defaults). The embedding and
+// tokenizer's end-of-document id (eos and pad in the generation defaults), `bos` its BOS (the EOD
+// when it has none). The embedding and
 // output rows are cut to `vocab_size`, the tokenizer's own size, dropping Megatron's padding (rows
 // no token id reaches), as HF's Megatron converters do; config.json says vocab_size = `vocab_size`.
 HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::string, at::Tensor>>& params,
-               std::int64_t eod, std::int64_t vocab_size, at::ScalarType dtype = at::kFloat);
+               std::int64_t eod, std::int64_t vocab_size, at::ScalarType dtype = at::kFloat,
+               std::optional<std::int64_t> bos = std::nullopt);
 
 // Writes an HF model folder: config.json, generation_config.json, model.safetensors (or
 // model-0000K-of-0000N.safetensors + model.safetensors.index.json past `max_shard_bytes`), and the
-// tokenizer's files: for GPT-2 vocab.json, merges.txt, tokenizer_config.json and
-// special_tokens_map.json; for a HuggingFaceTokenizer its tokenizer.json and configuration as they
-// are; for the SentencePiece types tokenizer.model, for TikTokenizer its vocabulary as
-// tiktoken_vocab.json (these two transformers does not read as they are).
+// tokenizer's files as hf_tokenizer_export.h makes them (AutoTokenizer loads the folder and encodes
+// as the run did).
 // Everything goes into <dir>.tmp.<pid>/ first, renamed to <dir> when complete; an existing <dir> is
 // refused.
 void write_hf_folder(const std::string& dir, const HfExport& model, const tokenizer::TokenizerOptions& tokenizer,

@@ -5,6 +5,8 @@
 // special_tokens_map.json (the eos token, add_bos_token / add_eos_token, named special tokens).
 //   - Added tokens written in a document (`</s>`, `<|endoftext|>`, ...) become their ids.
 //   - The post-processor's template adds its tokens to every document (Llama's BOS).
+//   - split_special_tokens in tokenizer_config.json: special tokens written in a document stay
+//     text (the other added tokens are still found), as transformers does.
 //   - End of document: the eos token's id. Vocabulary size: len(tokenizer), the model's tokens
 //     plus the added ones.
 // Only local files are read: a hub name is refused, naming the folder to download it to.

@@ -53,4 +53,15 @@ bool is_sentencepiece_tokenizer_type(std::string_view type);
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(std::string_view type, const std::string& model_path,
                                                          std::int64_t vocab_extra_ids = 0);
 
+// The token texts a HuggingFace export names (hf_tokenizer_export.h). GPTSentencePieceTokenizer and
+// Llama2Tokenizer: the model's unknown, BOS, EOS and pad pieces (empty when it has none).
+// SentencePieceTokenizer: its BOS, EOS and pad special tokens, no unknown (Megatron never finds
+// the unknown piece's text in a document), and all its special tokens in Megatron's order with
+// their ids. Throws when `tokenizer` is not one of the three.
+struct SentencePieceSpecialTokens {
+  std::string unk, bos, eos, pad;
+  std::vector<std::pair<std::string, std::int32_t>> added;
+};
+SentencePieceSpecialTokens sentencepiece_special_tokens(const Tokenizer& tokenizer);
+
 }  // namespace megatron::tokenizer

@@ -42,6 +42,15 @@ struct TiktokenOptions {
 std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& options);
 
 namespace detail {
+// The vocabulary as Megatron loads it: the token bytes by rank, cut to --vocab-size less the
+// special tokens, and the special tokens (ids 0..); the tokens' ids are their ranks shifted past
+// the special tokens. Throws as make_tiktoken_tokenizer does.
+struct TiktokenVocabulary {
+  std::vector<std::string> tokens;
+  std::vector<std::string> specials;
+};
+TiktokenVocabulary load_tiktoken_vocabulary(const TiktokenOptions& options);
+
 // Calls fn(piece) for each piece of `text` under `pattern` (the regex's leftmost-first matches,
 // by a hand-written scanner); the pieces concatenate to `text`. Throws on invalid UTF-8.
 void split_tiktoken(std::string_view text, TiktokenPattern pattern, const std::function<void(std::string_view)>& fn);

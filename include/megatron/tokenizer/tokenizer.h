@@ -29,6 +29,9 @@ class Tokenizer {
   // Megatron's tokenizer.pad, the id the GPT dataset pads with and masks out of the loss wherever
   // it occurs: only the SentencePiece types have one (the others raise there, which means -1).
   virtual std::optional<std::int32_t> pad() const { return std::nullopt; }
+  // The beginning-of-sequence id, for the types that have one (Megatron's tokenizer.bos): the
+  // HuggingFace tokenizer's bos_token, the SentencePiece BOS, TikTokenizer's <s>.
+  virtual std::optional<std::int32_t> bos() const { return std::nullopt; }
   virtual std::unique_ptr<Encoder> make_encoder() const = 0;
   // Ids to text; bytes that are not valid UTF-8 become U+FFFD. Throws on ids out of range.
   virtual std::string decode(std::span<const std::int32_t> ids) const = 0;

@@ -197,6 +197,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"no_save_rng", "--no-save-rng", K::kStoreTrue, "Do not save the RNG state.", DumpStyle::kNoneWhenFalse}, c.no_save_rng);
   f(FieldSpec{"no_load_optim", "--no-load-optim", K::kStoreTrue, "Do not load the optimizer state.", DumpStyle::kNoneWhenFalse}, c.no_load_optim);
   f(FieldSpec{"no_load_rng", "--no-load-rng", K::kStoreTrue, "Do not load the RNG state.", DumpStyle::kNoneWhenFalse}, c.no_load_rng);
+  f(FieldSpec{"save_tokenizer_assets", "--no-save-tokenizer-assets", K::kStoreFalse, "Do not copy the tokenizer's files into each checkpoint's tokenizer/ folder."}, c.save_tokenizer_assets);
   f(FieldSpec{"finetune", "--finetune", K::kStoreTrue, "Load weights only; start at iteration 0."}, c.finetune);
   f(FieldSpec{"async_save", "--async-save", K::kStoreTrue, "Write checkpoints from a host snapshot while training goes on; the tracker moves once every rank's files are durable."}, c.async_save);
   f(FieldSpec{"save_retain_interval", "--save-retain-interval", K::kValue, "After each save, delete older checkpoints except multiples of this (a multiple of --save-interval)."}, c.save_retain_interval);

@@ -169,6 +169,7 @@ RunPlan make_run_plan(const Arguments& args) {
   ckpt.save_interval = k.save_interval;
   ckpt.save_optimizer = !k.no_save_optim;
   ckpt.save_rng = !k.no_save_rng;
+  ckpt.save_tokenizer_assets = k.save_tokenizer_assets;
   ckpt.load_optimizer = !k.no_load_optim;
   ckpt.load_rng = !k.no_load_rng;
   ckpt.finetune = k.finetune;

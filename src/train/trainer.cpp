@@ -117,7 +117,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   out_ << plan_.argument_dump;
   out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
   tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
-  if (plan_.checkpoint.save && comm_.rank() == 0) {  // every checkpoint carries a copy (save_tokenizer_assets)
+  if (plan_.checkpoint.save && plan_.checkpoint.save_tokenizer_assets && comm_.rank() == 0) {
     tokenizer_files_ = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(plan_.tokenizer));
   }
   const auto vocab = static_cast<std::int64_t>(tokenizer_->vocab_size());

@@ -9,6 +9,7 @@
 # default) and one with Llama-2's settings (identity normalization, spaces kept, digits split).
 # BPE both: for Unigram models Debian's library (ours) and PyPI's (transformers') break ties of the
 # segmentation score differently on a few texts (docs/data.md), which is no property of the export.
+# Last, --no-save-tokenizer-assets leaves the copies out of a checkpoint.
 set -uo pipefail
 TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lib.sh
@@ -108,3 +109,10 @@ for name in llama2:Llama2Tokenizer: gpt_sp:GPTSentencePieceTokenizer: "sp_extra:
   assert_contains "$WORK/out.txt" "--tokenizer-type $type --tokenizer-model $WORK/$run.hf/tokenizer.model$rest --tensor"
 done
 ok "Llama2Tokenizer, GPTSentencePieceTokenizer, SentencePieceTokenizer with --vocab-extra-ids 3"
+
+step "--no-save-tokenizer-assets: checkpoints without the copies"
+assert_succeeds "$TRAIN" "${MODEL[@]}" --data-path gpt2_text_document --save "$WORK/bare.ckpt" "${TOKENIZER[@]}" \
+  --no-save-tokenizer-assets
+grep -Eq "^  save_tokenizer_assets \.+ False$" "$WORK/out.txt" || fail "the argument dump does not say save_tokenizer_assets False"
+[[ -d $WORK/bare.ckpt/iter_0000001 && ! -e $WORK/bare.ckpt/iter_0000001/tokenizer ]] || fail "a tokenizer/ folder was written"
+ok "no tokenizer/ folder; the dump says save_tokenizer_assets False"

@@ -177,6 +177,7 @@ struct CheckpointArgs {
   bool no_save_rng = false;
   bool no_load_optim = false;
   bool no_load_rng = false;
+  bool save_tokenizer_assets = true;  // --no-save-tokenizer-assets
   bool finetune = false;
   bool async_save = false;                           // write checkpoints while training goes on
   std::optional<std::int64_t> save_retain_interval;  // older checkpoints not a multiple of it are deleted

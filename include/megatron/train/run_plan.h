@@ -73,6 +73,7 @@ struct CheckpointPlan {
   std::optional<std::string> save, load;
   std::optional<std::int64_t> save_interval;
   bool save_optimizer = true, save_rng = true;
+  bool save_tokenizer_assets = true;  // copies of the tokenizer's files in every checkpoint
   bool load_optimizer = true, load_rng = true;
   bool finetune = false;
   bool async_save = false;

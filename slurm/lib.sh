@@ -39,6 +39,38 @@ die() {
   exit 1
 }
 
+# tokenizer_flags: sets TOKENIZER_FLAGS, Megatron's tokenizer flags, from TOKENIZER_TYPE (any
+# --tokenizer-type), VOCAB_FILE + MERGE_FILE (GPT2BPETokenizer), TOKENIZER_MODEL (the other types
+# but NullTokenizer: a folder with tokenizer.json, a tokenizer.model, a TikTokenizer .json) and
+# TOKENIZER_ARGS (more flags, split on blanks: "--tiktoken-pattern v2 --vocab-size 131072").
+tokenizer_flags() {
+  TOKENIZER_FLAGS=(--tokenizer-type "$TOKENIZER_TYPE")
+  case $TOKENIZER_TYPE in
+    GPT2BPETokenizer) TOKENIZER_FLAGS+=(--vocab-file "$VOCAB_FILE" --merge-file "$MERGE_FILE") ;;
+    NullTokenizer) ;;
+    *)
+      [[ -n $TOKENIZER_MODEL ]] ||
+        die "TOKENIZER_TYPE=$TOKENIZER_TYPE needs TOKENIZER_MODEL (a folder with tokenizer.json, a tokenizer.model or a TikTokenizer .json)"
+      TOKENIZER_FLAGS+=(--tokenizer-model "$TOKENIZER_MODEL")
+      ;;
+  esac
+  local more
+  # shellcheck disable=SC2206  # a list of flags, split on blanks
+  more=($TOKENIZER_ARGS)
+  TOKENIZER_FLAGS+=("${more[@]}")
+}
+
+# tokenizer_mount_paths: the tokenizer files a container needs mounted, one per line: VOCAB_FILE
+# and MERGE_FILE for GPT2BPETokenizer unless they are the image's own, else TOKENIZER_MODEL.
+tokenizer_mount_paths() {
+  if [[ $TOKENIZER_TYPE == GPT2BPETokenizer ]]; then
+    [[ $VOCAB_FILE == /opt/megatron-cpp/* ]] || echo "$VOCAB_FILE"
+    [[ $MERGE_FILE == /opt/megatron-cpp/* ]] || echo "$MERGE_FILE"
+  elif [[ -n $TOKENIZER_MODEL ]]; then
+    echo "$TOKENIZER_MODEL"
+  fi
+}
+
 # require_int MIN NAME...: dies, naming the variable, unless each variable NAME holds a whole
 # number of at least MIN (0 or 1), in plain decimal digits: bash's arithmetic would otherwise read
 # "abc" as another variable, "010" as octal, and fail with its own message (division by 0).

@@ -155,6 +155,10 @@ class Builder {
       const auto s = static_cast<std::size_t>(split);
       if (!matrix[s].has_value()) continue;
       const IndexRange range = split_index_range(*matrix[s], source->num_sequences());
+      // A split nothing is drawn from (0 samples: --eval-iters 0) whose documents round to too
+      // few tokens for a sample has no dataset. Megatron builds one and never finishes: its
+      // _get_num_epochs adds epochs of 0 tokens until they reach 1.
+      if (samples[s] == 0 && source->num_tokens(range.begin, range.end) <= 1) continue;
       if (plan_ != nullptr) {
         const std::string name =
             source->prefix().empty() ? std::string("mock data") : "dataset " + source->prefix();

@@ -10,6 +10,7 @@
 #   3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun (restart 1, output appended)
 #      finishes with the uninterrupted run's losses, iteration for iteration.
 #   4. a time limit: --signal=TERM before it, the ranks save, the script requeues the job.
+# and, between 2 and 3, both scripts with TOKENIZER_TYPE / TOKENIZER_MODEL (a HuggingFace folder).
 # The paths come from the build's e2e.env, as for the e2e scripts (see tests/e2e/lib.sh):
 #   MEGATRON_E2E_ENV=build/tests/e2e/e2e.env bash tests/slurm/slurm_workflow.sh
 set -uo pipefail
@@ -155,6 +156,28 @@ for run in "short $short 6" "samples $samples 5"; do
   [[ $(cat "$WORK/$name/latest_checkpointed_iteration.txt") == "$last" ]] || fail "no checkpoint of iteration $last in $name"
 done
 ok "jobs $short (6 iterations) and $samples (40 samples: 5 iterations): completed, not requeued"
+
+step "2c. another tokenizer (TOKENIZER_TYPE=HuggingFaceTokenizer TOKENIZER_MODEL=<Llama-3 test folder>): both scripts"
+LLAMA3="$(dirname "$DATA")/unit/hf_reference/llama3"
+[[ -f $LLAMA3/tokenizer.json ]] || fail "no $LLAMA3/tokenizer.json (the fixture hf_tokenizer_reference makes it)"
+pre=$(INPUT="$WORK/shards/shard_0.jsonl" DATA_PATH="$WORK/data" OUTPUT_PREFIX="$WORK/data/llama3" WORKERS=2 \
+  TOKENIZER_TYPE=HuggingFaceTokenizer TOKENIZER_MODEL="$LLAMA3" MEGATRON_BIN="$TOOLS" \
+  sbatch --parsable --cpus-per-task=2 --output="$WORK/llama3_pre.out" "$REPO/slurm/1.data-preprocessing.sbatch")
+slurm_wait "$pre" 60 || fail "the preprocessing job did not finish"
+[[ $(slurm_state "$pre") == COMPLETED ]] || fail "the preprocessing job ended $(slurm_state "$pre")"
+"$PREPROCESS" --input "$WORK/shards/shard_0.jsonl" --output-prefix "$WORK/direct" --workers 1 --append-eod \
+  --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$LLAMA3" >/dev/null || fail "preprocess_data failed"
+cmp "$WORK/data/llama3_text_document.bin" "$WORK/direct_text_document.bin" || fail "the job's .bin differs"
+job=$(CHECKPOINT_PATH="$WORK/llama3" DATA_PATH="$WORK/data/llama3_text_document" NUMBER_OF_ITERATIONS=3 EVAL_ITERS=0 \
+  TOKENIZER_TYPE=HuggingFaceTokenizer TOKENIZER_MODEL="$LLAMA3" \
+  EXTRA_ARGS="${EXTRA_ARGS/"$WORK/cache"/"$WORK/cache_llama3"}" \
+  sbatch --parsable --nodes=1 --output="$WORK/llama3.out" "$REPO/slurm/2.distributed-training.sbatch")
+slurm_wait "$job" 90 || fail "the training job did not finish"
+[[ $(slurm_state "$job") == COMPLETED ]] || fail "the training job ended $(slurm_state "$job")"
+grep -q "> building HuggingFaceTokenizer tokenizer ..." "$WORK/llama3.out" || fail "not trained with the HF tokenizer"
+[[ $(losses "$WORK/llama3.out" | wc -l) -eq 3 ]] || fail "expected 3 loss lines"
+[[ -f $WORK/llama3/iter_0000003/tokenizer/tokenizer.json ]] || fail "the checkpoint carries no tokenizer.json"
+ok "job $pre wrote preprocess_data's bytes, job $job trained 3 iterations with the tokenizer"
 
 step "3. scontrol requeue mid-run: SIGTERM, a checkpoint, the rerun resumes"
 job=$(CHECKPOINT_PATH="$WORK/requeued" sbatch --parsable --nodes=2 --output="$WORK/requeued.out" \

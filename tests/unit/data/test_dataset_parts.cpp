@@ -278,6 +278,21 @@ TEST(Builder, AnEmptySplitNamesTheSplitAndTheDataset) {
                    "--eval-iters 0"});
 }
 
+// The same split with nothing drawn from it (--eval-iters 0) has no dataset and no error (Megatron
+// would loop forever counting epochs of 0 tokens); the train split is built as always.
+TEST(Builder, AnEmptySplitWithNoSamplesHasNoDataset) {
+  DataPaths paths;
+  paths.data_path = {testing::golden_dataset_prefix()};
+  paths.split = "99999,1,0";
+  GptDatasetConfig config = golden_config();
+  testing::TempDir dir;
+  config.data_cache_path = dir / "cache";
+  const GptDatasets built = build_gpt_datasets(paths, {10, 0, std::nullopt}, config);
+  ASSERT_NE(built.train(), nullptr);
+  EXPECT_GE(built.train()->size(), 10u);
+  EXPECT_EQ(built.valid(), nullptr);
+}
+
 TEST(Builder, WarnsWhenSplitLeavesARequestedSplitEmpty) {
   DataPaths paths;
   paths.data_path = {testing::golden_dataset_prefix()};

@@ -21,6 +21,7 @@ ParallelContext ParallelContext::create(const ParallelState& state, Communicator
   pc.world = comm.world();
   pc.dp_cp = comm.new_group("data-parallel (with context-parallel)", gen.groups("dp-cp"));
   pc.dp = comm.new_group("data-parallel", gen.groups("dp"));
+  pc.cp = comm.new_group("context-parallel", gen.groups("cp"));
   pc.mp = comm.new_group("model-parallel", gen.groups("tp-pp"));
   pc.tp = comm.new_group("tensor-model-parallel", gen.groups("tp"));
   const RankGroups pp_groups = gen.groups("pp");

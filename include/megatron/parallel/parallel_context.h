@@ -19,6 +19,7 @@ struct ParallelContext {
   std::shared_ptr<ProcessGroup> tp;         // tensor-model-parallel
   std::shared_ptr<ProcessGroup> dp;         // data-parallel
   std::shared_ptr<ProcessGroup> dp_cp;      // data-parallel x context-parallel (gradient reduction)
+  std::shared_ptr<ProcessGroup> cp;         // context-parallel: the ranks sharing one sequence
   std::shared_ptr<ProcessGroup> mp;         // model-parallel (tp x pp): gradient norm, found-inf
   std::shared_ptr<ProcessGroup> pp;         // pipeline-model-parallel
   std::shared_ptr<ProcessGroup> embedding;  // first and last pipeline stage

@@ -1,0 +1,233 @@
+// Context parallelism (see context_parallel.h): the sequence split and the ring attention.
+#include "megatron/parallel/context_parallel.h"
+
+#include <torch/autograd.h>
+
+#include <limits>
+
+#include "megatron/core/check.h"
+
+namespace megatron::parallel {
+namespace {
+
+constexpr int kTagKeysValues = 7101;
+constexpr int kTagGradients = 7102;
+
+// Attention of one block, [b, heads, s, d] each, with its log-sum-exp ([b, heads, s_q], fp32).
+struct Block {
+  at::Tensor out;
+  at::Tensor lse;
+};
+
+Block attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale) {
+  MEGATRON_CHECK(q.device().is_cpu(), "context-parallel attention runs on CPU tensors in this build (got ",
+                 q.device().str(), ")");
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, {}, scale);
+  return {out, lse};
+}
+
+// (dq, dk, dv) of one block, given the whole attention's output and log-sum-exp for its rows.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(const at::Tensor& dout, const at::Tensor& q,
+                                                               const at::Tensor& k, const at::Tensor& v,
+                                                               const at::Tensor& out, const at::Tensor& lse,
+                                                               bool causal, double scale) {
+  return at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0, causal, {}, scale);
+}
+
+// Grouped keys or values [b, ng, s, d] as the [b, np, s, d] the queries attend to (a view).
+at::Tensor to_query_heads(const at::Tensor& kv, std::int64_t heads) {
+  const std::int64_t groups = kv.size(1);
+  if (groups == heads) return kv;
+  return kv.unsqueeze(2)
+      .expand({kv.size(0), groups, heads / groups, kv.size(2), kv.size(3)})
+      .reshape({kv.size(0), heads, kv.size(2), kv.size(3)});
+}
+
+// A gradient over the query heads summed back to the ng groups.
+at::Tensor to_groups(const at::Tensor& grad, std::int64_t groups) {
+  const std::int64_t heads = grad.size(1);
+  if (groups == heads) return grad;
+  return grad.view({grad.size(0), groups, heads / groups, grad.size(2), grad.size(3)}).sum(2);
+}
+
+// Folds one block into the running output (fp32) and log-sum-exp, for the rows from `row`.
+void merge(at::Tensor& out, at::Tensor& lse, const Block& block, std::int64_t row) {
+  const std::int64_t rows = block.lse.size(2);
+  at::Tensor o = out.narrow(2, row, rows);
+  at::Tensor l = lse.narrow(2, row, rows);
+  const at::Tensor merged = at::logaddexp(l, block.lse);
+  o.mul_(at::exp(l - merged).unsqueeze(-1)).add_(block.out.to(at::kFloat) * at::exp(block.lse - merged).unsqueeze(-1));
+  l.copy_(merged);
+}
+
+// Which part of a ring step's block the local queries see. Step i holds the keys and values of CP
+// rank (r - i) mod cp: its own (causal), an earlier rank's (all queries, its first chunk), or a later
+// rank's (the second query chunk, all of it).
+enum class Part { kDiagonal, kEarlier, kLater };
+Part part_of(int step, int rank, int cp) {
+  if (step == 0) return Part::kDiagonal;
+  return (rank - step + cp) % cp < rank ? Part::kEarlier : Part::kLater;
+}
+
+class RingAttention : public torch::autograd::Function<RingAttention> {
+ public:
+  // q [b, np, s, d], k and v [b, ng, s, d], contiguous; s = this rank's two chunks.
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale, std::int64_t pc_address) {
+    const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
+    const ProcessGroup& group = *pc.cp;
+    const int cp = group.size(), rank = group.rank();
+    const std::int64_t heads = q.size(1), half = q.size(2) / 2;
+    at::Tensor out = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    at::Tensor lse = at::full({q.size(0), heads, q.size(2)}, -std::numeric_limits<float>::infinity(),
+                              q.options().dtype(at::kFloat));
+    at::Tensor kv = at::stack({k, v});
+    for (int step = 0; step < cp; ++step) {
+      at::Tensor incoming;
+      Work sent, received;
+      if (step + 1 < cp) {  // the next block travels while this one is computed
+        incoming = at::empty_like(kv);
+        sent = pc.comm->send(kv, (rank + 1) % cp, group, kTagKeysValues);
+        received = pc.comm->recv(incoming, (rank + cp - 1) % cp, group, kTagKeysValues);
+      }
+      const at::Tensor keys = to_query_heads(kv[0], heads), values = to_query_heads(kv[1], heads);
+      switch (part_of(step, rank, cp)) {
+        case Part::kDiagonal:
+          merge(out, lse, attend(q, keys, values, true, scale), 0);
+          break;
+        case Part::kEarlier:
+          merge(out, lse, attend(q, keys.narrow(2, 0, half), values.narrow(2, 0, half), false, scale), 0);
+          break;
+        case Part::kLater:
+          merge(out, lse, attend(q.narrow(2, half, half), keys, values, false, scale), half);
+          break;
+      }
+      sent.wait();
+      received.wait();
+      if (step + 1 < cp) kv = incoming;
+    }
+    out = out.to(q.scalar_type());
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["pc"] = pc_address;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto& pc = *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+    const ProcessGroup& group = *pc.cp;
+    const int cp = group.size(), rank = group.rank();
+    const std::int64_t heads = q.size(1), groups = k.size(1), half = q.size(2) / 2;
+    const at::Tensor dout = grads[0].contiguous();
+    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    at::Tensor kv = at::stack({k, v});
+    // The key/value gradient of the block held, summed over the ranks it has visited; it travels
+    // one step behind the block and reaches the block's owner after the last step.
+    at::Tensor dkv_outgoing, dkv_incoming;  // alive until their exchange completes
+    Work dkv_sent, dkv_received;
+    for (int step = 0; step < cp; ++step) {
+      at::Tensor incoming;
+      Work sent, received;
+      if (step + 1 < cp) {
+        incoming = at::empty_like(kv);
+        sent = pc.comm->send(kv, (rank + 1) % cp, group, kTagKeysValues);
+        received = pc.comm->recv(incoming, (rank + cp - 1) % cp, group, kTagKeysValues);
+      }
+      const at::Tensor keys = to_query_heads(kv[0], heads), values = to_query_heads(kv[1], heads);
+      at::Tensor dk, dv;
+      std::int64_t key_rows = 2 * half;
+      switch (part_of(step, rank, cp)) {
+        case Part::kDiagonal: {
+          auto [g_q, g_k, g_v] = attend_backward(dout, q, keys, values, out, lse, true, scale);
+          dq.add_(g_q);
+          dk = g_k, dv = g_v;
+          break;
+        }
+        case Part::kEarlier: {
+          auto [g_q, g_k, g_v] = attend_backward(dout, q, keys.narrow(2, 0, half).contiguous(),
+                                                 values.narrow(2, 0, half).contiguous(), out, lse, false, scale);
+          dq.add_(g_q);
+          dk = g_k, dv = g_v, key_rows = half;
+          break;
+        }
+        case Part::kLater: {
+          auto [g_q, g_k, g_v] =
+              attend_backward(dout.narrow(2, half, half).contiguous(), q.narrow(2, half, half).contiguous(), keys,
+                              values, out.narrow(2, half, half).contiguous(), lse.narrow(2, half, half).contiguous(),
+                              false, scale);
+          dq.narrow(2, half, half).add_(g_q);
+          dk = g_k, dv = g_v;
+          break;
+        }
+      }
+      at::Tensor dkv;
+      if (step == 0) {
+        dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
+      } else {
+        dkv_sent.wait();
+        dkv_received.wait();
+        dkv = dkv_incoming;
+      }
+      dkv[0].narrow(2, 0, key_rows).add_(to_groups(dk.to(at::kFloat), groups));
+      dkv[1].narrow(2, 0, key_rows).add_(to_groups(dv.to(at::kFloat), groups));
+      if (cp > 1) {
+        dkv_outgoing = dkv;
+        dkv_incoming = at::empty_like(dkv);
+        dkv_sent = pc.comm->send(dkv_outgoing, (rank + 1) % cp, group, kTagGradients);
+        dkv_received = pc.comm->recv(dkv_incoming, (rank + cp - 1) % cp, group, kTagGradients);
+      } else {
+        dkv_incoming = dkv;
+      }
+      sent.wait();
+      received.wait();
+      if (step + 1 < cp) kv = incoming;
+    }
+    dkv_sent.wait();
+    dkv_received.wait();
+    return {dq.to(q.scalar_type()), dkv_incoming[0].to(k.scalar_type()), dkv_incoming[1].to(v.scalar_type()),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+CpCommType parse_cp_comm_type(std::string_view name) {
+  MEGATRON_CHECK(name == "p2p", "--cp-comm-type ", name, " is not implemented in this build (p2p is)");
+  return CpCommType::kP2P;
+}
+
+at::Tensor cp_local_chunks(const at::Tensor& t, std::int64_t dim, int cp, int cp_rank) {
+  MEGATRON_CHECK(cp >= 1 && cp_rank >= 0 && cp_rank < cp, "context-parallel rank ", cp_rank, " of ", cp);
+  if (cp == 1) return t;
+  const std::int64_t length = t.size(dim);
+  MEGATRON_CHECK(length % (2 * cp) == 0, "a sequence of ", length, " positions does not split into 2 x ", cp,
+                 " equal chunks (--seq-length must be a multiple of 2 x --context-parallel-size)");
+  const std::int64_t chunk = length / (2 * cp);
+  return at::cat({t.narrow(dim, cp_rank * chunk, chunk), t.narrow(dim, (2 * cp - 1 - cp_rank) * chunk, chunk)}, dim);
+}
+
+at::Tensor cp_local_positions(std::int64_t seq_length, int cp, int cp_rank, const at::TensorOptions& options) {
+  return cp_local_chunks(at::arange(seq_length, options.dtype(at::kLong)), 0, cp, cp_rank);
+}
+
+at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                      CpCommType type, const ParallelContext& pc) {
+  MEGATRON_CHECK(type == CpCommType::kP2P, "context-parallel attention: unknown --cp-comm-type");
+  MEGATRON_CHECK(pc.cp != nullptr, "context-parallel attention needs the context-parallel group");
+  MEGATRON_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
+                     q.size(1) == k.size(1) && q.size(3) == k.size(3) && k.size(2) > 0 && q.size(2) % k.size(2) == 0,
+                 "context-parallel attention takes q [s, b, np, hn] and k, v [s, b, ng, hn] with np a multiple of ng; "
+                 "got q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
+  MEGATRON_CHECK(q.size(0) % 2 == 0, "context-parallel attention: a rank holds two equal chunks, got ", q.size(0),
+                 " positions");
+  const auto to_blocks = [](const at::Tensor& t) { return t.permute({1, 2, 0, 3}).contiguous(); };
+  const at::Tensor out = RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale,
+                                              reinterpret_cast<std::int64_t>(&pc));
+  return out.permute({2, 0, 1, 3}).reshape({q.size(0), q.size(1), q.size(2) * q.size(3)});
+}
+
+}  // namespace megatron::parallel

@@ -187,14 +187,15 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
   std::string error = save.error;
   nlohmann::json files = save.files;
 
-  // The model writer of each shard collects the optimizer files' digests of its DP group.
+  // The model writer of each shard collects the optimizer files' digests of its DP x CP group (the
+  // distributed optimizer's shards).
   const auto digests = all_gather_values({save.writes_optimizer ? 1 : 0,
                                           static_cast<std::int64_t>(save.optimizer_digest.size),
                                           save.optimizer_digest.crc32},
-                                         *pc.dp, comm);
+                                         *pc.dp_cp, comm);
   if (writer.model && error.empty()) {
     try {
-      for (int r = 0; r < pc.dp->size(); ++r) {
+      for (int r = 0; r < pc.dp_cp->size(); ++r) {
         if (digests[3 * r] == 0) continue;
         ShardWriter other = writer;
         other.dp_rank = r;
@@ -204,7 +205,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
         const auto size = fs::file_size(dir / name, ec);
         MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
                        save.iteration, ": ", writer.shard, "/", name, ", written by rank ",
-                       pc.dp->ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
+                       pc.dp_cp->ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
                        " as rank ", world.ranks()[static_cast<std::size_t>(world.rank())],
                        " sees it; --save must be a folder every rank sees (a shared file system)");
         files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};

@@ -15,6 +15,8 @@
 #include "megatron/kernels/ops.h"
 #include "megatron/model/recompute.h"
 #include "megatron/model/transformer_layer.h"
+#include "megatron/parallel/context_parallel.h"
+#include "megatron/parallel/parallel_state.h"
 
 namespace megatron::model {
 namespace {
@@ -65,6 +67,7 @@ SelfAttention::SelfAttention(const ModelConfig& c, const parallel::ParameterInit
     : config_(c),
       local_heads_(c.num_attention_heads / parallel::tp_size(pc)),
       local_groups_(c.num_query_groups / parallel::tp_size(pc)),
+      context_parallel_(pc.state != nullptr && pc.state->cp() > 1 ? &pc : nullptr),
       linear_qkv_(c.hidden_size, c.qkv_size(), c.init_method_std, init.scope(kQkv), pc, options),
       linear_proj_(c.num_attention_heads * c.kv_channels, c.hidden_size,
                    c.init_method_std / std::sqrt(2.0 * c.num_layers), init.scope(kProj), pc, options) {
@@ -136,11 +139,26 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
     at::Tensor q = parts[0].reshape({s, b, np, hn});
     at::Tensor k = parts[1];  // [s, b, ng, hn]
     at::Tensor v = parts[2];
+    const parallel::ParallelContext* cp = context_parallel_;
     if (config_.position_embedding == PositionEmbedding::kRope) {
-      const at::Tensor freqs = kernels::rope_freqs(s, config_.rotary_dim(), config_.rotary_base,
-                                                   config_.rotary_interleaved, qkv_in.device());
+      at::Tensor freqs;
+      if (cp == nullptr) {
+        freqs = kernels::rope_freqs(s, config_.rotary_dim(), config_.rotary_base, config_.rotary_interleaved,
+                                    qkv_in.device());
+      } else {  // the angles of this rank's global positions
+        const std::int64_t whole = s * cp->state->cp();
+        freqs = kernels::rope_freqs(whole, config_.rotary_dim(), config_.rotary_base, config_.rotary_interleaved,
+                                    qkv_in.device())
+                    .index_select(0, parallel::cp_local_positions(whole, cp->state->cp(), cp->state->cp_rank(),
+                                                                  qkv_in.device()));
+      }
       q = apply_rotary(q, freqs);
       k = apply_rotary(k, freqs);
+    }
+    if (cp != nullptr) {
+      return parallel::context_parallel_attention(q.contiguous(), k.contiguous(), v.contiguous(),
+                                                  1.0 / std::sqrt(static_cast<double>(hn)), parallel::CpCommType::kP2P,
+                                                  *cp);
     }
     return core_attention(q, k.contiguous(), v.contiguous(), mask, ctx);
   };

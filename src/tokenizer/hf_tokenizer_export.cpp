@@ -76,12 +76,7 @@ std::string byte_level(std::string_view bytes) {
 }
 
 Files tiktoken_files(const TokenizerOptions& options, std::int64_t model_max_length) {
-  TiktokenOptions tik;
-  tik.path = options.tokenizer_model;
-  tik.pattern = parse_tiktoken_pattern(options.tiktoken_pattern);
-  if (options.vocab_size > 0) tik.vocab_size = options.vocab_size;
-  tik.num_special_tokens = options.tiktoken_num_special_tokens;
-  tik.special_tokens = options.tiktoken_special_tokens;
+  const TiktokenOptions tik = tiktoken_options(options);
   const detail::TiktokenVocabulary vocabulary = detail::load_tiktoken_vocabulary(tik);
   const auto num_special = static_cast<std::int64_t>(vocabulary.specials.size());
   std::unordered_map<std::string_view, std::int64_t> rank;

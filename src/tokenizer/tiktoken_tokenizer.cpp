@@ -179,6 +179,17 @@ TiktokenPattern parse_tiktoken_pattern(std::string_view name) {
   MEGATRON_FAIL("--tiktoken-pattern must be v1 or v2, got '", name, "'");
 }
 
+TiktokenOptions tiktoken_options(const TokenizerOptions& options) {
+  MEGATRON_CHECK(!options.tiktoken_pattern.empty(), "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+  TiktokenOptions tiktoken;
+  tiktoken.path = options.tokenizer_model;
+  tiktoken.pattern = parse_tiktoken_pattern(options.tiktoken_pattern);
+  if (options.vocab_size > 0) tiktoken.vocab_size = options.vocab_size;
+  tiktoken.num_special_tokens = options.tiktoken_num_special_tokens;
+  tiktoken.special_tokens = options.tiktoken_special_tokens;
+  return tiktoken;
+}
+
 std::string_view tiktoken_pattern_regex(TiktokenPattern pattern) {
   // Megatron's PATTERN_TIKTOKEN and PATTERN_TIKTOKEN_V2 (core_v0.12.0 tokenizer.py), as Python
   // holds them (the text between the quotes, escapes resolved).

@@ -133,15 +133,7 @@ std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
     return make_hf_tokenizer(options.tokenizer_model);
   }
   if (options.type == "TikTokenizer") {
-    MEGATRON_CHECK(!options.tiktoken_pattern.empty(),
-                   "--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
-    TiktokenOptions tiktoken;
-    tiktoken.path = options.tokenizer_model;
-    tiktoken.pattern = parse_tiktoken_pattern(options.tiktoken_pattern);
-    if (options.vocab_size > 0) tiktoken.vocab_size = options.vocab_size;
-    tiktoken.num_special_tokens = options.tiktoken_num_special_tokens;
-    tiktoken.special_tokens = options.tiktoken_special_tokens;
-    return make_tiktoken_tokenizer(tiktoken);
+    return make_tiktoken_tokenizer(tiktoken_options(options));
   }
   if (is_sentencepiece_tokenizer_type(options.type)) {
     return make_sentencepiece_tokenizer(options.type, options.tokenizer_model, options.vocab_extra_ids);

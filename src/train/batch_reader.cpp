@@ -4,6 +4,7 @@
 #include <span>
 
 #include "megatron/core/check.h"
+#include "megatron/parallel/context_parallel.h"
 
 namespace megatron::train {
 
@@ -56,6 +57,14 @@ std::optional<MicroBatch> BatchReader::read() {
     }
   }
   batch.loss_tokens = batch.loss_mask.sum().item<double>();  // a host tensor: no device synchronisation
+  batch.local_loss_tokens = batch.loss_tokens;
+  if (options_.cp > 1) {
+    for (at::Tensor* t : {&batch.tokens, &batch.labels, &batch.loss_mask, &batch.position_ids}) {
+      *t = parallel::cp_local_chunks(*t, 1, options_.cp, options_.cp_rank);
+      if (pinned_) *t = t->pin_memory();
+    }
+    batch.local_loss_tokens = batch.loss_mask.sum().item<double>();
+  }
   return batch;
 }
 

@@ -60,8 +60,9 @@ void Checkpointer::save(const checkpoint::CheckpointState& state) {
   writer.shard = ps_.checkpoint_shard_name();
   writer.model = ps_.dp_rank() == 0 && ps_.cp_rank() == 0;
   writer.distributed_optimizer = distributed_optimizer_;
-  writer.dp_rank = ps_.dp_rank();
-  writer.dp_size = ps_.dp();
+  // The distributed optimizer's shards: one per rank of DP x CP (the group it shards over).
+  writer.dp_rank = pc_.dp_cp->rank();
+  writer.dp_size = pc_.dp_cp->size();
   if (!async) {
     checkpoint::save_checkpoint(root, state, writer, pc_);
     committed(state.iteration);

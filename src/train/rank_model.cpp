@@ -36,7 +36,9 @@ RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config
         << ps.pp_rank() << "): " << count << std::endl;
   }
   m.ddp = std::make_unique<parallel::DataParallelBuffers>(m.params, m.layouts, pc, plan.ddp);
-  const std::int64_t seq = config.seq_length / (config.sequence_parallel && ps.tp() > 1 ? ps.tp() : 1);
+  // The activations between stages: this rank's part of the sequence (CP), split again over TP
+  // under sequence parallelism.
+  const std::int64_t seq = config.seq_length / ps.cp() / (config.sequence_parallel && ps.tp() > 1 ? ps.tp() : 1);
   m.executor = std::make_unique<parallel::PipelineExecutor>(
       pc, parallel::PipelineShape{ps.pp(), chunks, plan.loop.num_microbatches, plan.pipeline.microbatch_group_size},
       std::vector<std::int64_t>{seq, plan.loop.micro_batch_size, config.hidden_size}, options);

@@ -45,12 +45,12 @@ void Resolver::parallel() {
   const bool pp_ok = positive("--pipeline-model-parallel-size", "pipeline_model_parallel_size", p.pipeline_model_parallel_size);
   const bool cp_ok = positive("--context-parallel-size", "context_parallel_size", p.context_parallel_size);
   positive("--expert-model-parallel-size", "expert_model_parallel_size", p.expert_model_parallel_size);
-  const bool cp_refused = cp_ok && p.context_parallel_size > 1;  // Megatron's --seq-length rule is still checked
-  if (cp_refused) {
-    problem("--context-parallel-size " + num(std::int64_t{p.context_parallel_size}) +
-            " is not supported by this build yet (context parallelism; only 1)");
+  if (cp_ok && p.context_parallel_size > 1) {
+    for (const std::string& type : p.cp_comm_type) {
+      unsupported(type != "p2p", "--cp-comm-type " + type, "the ring (p2p) is the context-parallel attention of this build");
+    }
   }
-  const bool sizes_ok = tp_ok && pp_ok && cp_ok && !cp_refused;
+  const bool sizes_ok = tp_ok && pp_ok && cp_ok;
   unsupported(p.expert_model_parallel_size > 1,
               "--expert-model-parallel-size " + num(std::int64_t{p.expert_model_parallel_size}), "expert parallelism needs mixture-of-experts models");
   check(!(p.num_layers_per_virtual_pipeline_stage && p.num_virtual_stages_per_pipeline_rank),
@@ -280,9 +280,19 @@ void Resolver::model() {
                                       ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) +
                                       ") with --sequence-parallel");
   }
-  if (seq && a_.parallel.context_parallel_size > 1) {
-    check(m.seq_length % (2 * a_.parallel.context_parallel_size) == 0,
-          "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
+  if (const int cp = a_.parallel.context_parallel_size; cp > 1) {
+    if (seq) {
+      check(m.seq_length % (2 * cp) == 0,
+            "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
+      // Each rank's 2 chunks are split again over TP by sequence parallelism.
+      check(!(tp > 1 && a_.parallel.sequence_parallel) || m.seq_length % (2 * cp * tp) == 0,
+            "--seq-length (" + num(std::int64_t{m.seq_length}) + ") must be a multiple of 2 x --context-parallel-size x " +
+                "--tensor-model-parallel-size (" + num(std::int64_t{2 * cp * tp}) + ") with --sequence-parallel");
+    }
+    unsupported(m.attention_dropout > 0, "--attention-dropout " + num(m.attention_dropout) + " with --context-parallel-size " +
+                num(std::int64_t{cp}), "the ring attention has no dropout; pass --attention-dropout 0");
+    unsupported(a_.data.reset_attention_mask, "--reset-attention-mask with --context-parallel-size " + num(std::int64_t{cp}),
+                "the ring attention is plain causal");
   }
   if (m.use_rotary_position_embeddings) m.position_embedding_type = PositionEmbeddingType::kRope;
   positive("--rotary-base", "rotary_base", m.rotary_base);

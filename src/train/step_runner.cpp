@@ -31,6 +31,7 @@ std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, 
   at::Tensor loss_sum;
   double tokens = 0.0;
   const double loss_scale = training ? model_.optimizer->loss_scale() : 1.0;
+  const double cp = pc_.state->cp();
   parallel::PipelineSteps steps;
   steps.forward = [&](int m, int c, const at::Tensor& input) {
     model::GptModel& chunk = *model_.chunks[static_cast<std::size_t>(c)];
@@ -43,9 +44,11 @@ std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, 
     if (!chunk.post_process()) return out;
     const at::Tensor sum = (out * b.loss_mask).sum();
     loss_sum = loss_sum.defined() ? loss_sum + sum.detach() : sum.detach();
-    tokens += b.loss_tokens;
+    tokens += b.local_loss_tokens;  // summed over DP x CP for the printed loss
     // The backward scalar; times the loss scale with a scaler (fp16), which the optimizer divides out.
-    return (sum / std::max(1.0, b.loss_tokens)) * (loss_scale / microbatches);
+    // Under context parallelism each rank holds part of the sequence's loss over all its tokens,
+    // times CP: the gradient average over DP x CP divides the CP ranks' sum by CP again.
+    return (sum / std::max(1.0, b.loss_tokens)) * (cp * loss_scale / microbatches);
   };
   if (training) {
     steps.before_backward = [&](int m, int) { model_.ddp->set_last_microbatch(m == microbatches - 1); };

@@ -284,7 +284,8 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
 // DataLoader without workers does. CPU ranks read on the training thread (see LoopPlan::prefetch).
 BatchReaderOptions Trainer::reader_options() const {
   const int prefetch = device_.is_cuda() ? plan_.loop.prefetch : 0;
-  return BatchReaderOptions{plan_.loop.micro_batch_size, ps_->dp_rank(), ps_->dp(), prefetch, device_};
+  return BatchReaderOptions{plan_.loop.micro_batch_size, ps_->dp_rank(), ps_->dp(), prefetch, device_, ps_->cp(),
+                            ps_->cp_rank()};
 }
 
 Progress Trainer::progress() const {

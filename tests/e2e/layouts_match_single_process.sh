@@ -9,7 +9,8 @@
 # One case per call, so that CTest reports each layout on its own and spreads them:
 #   layouts_match_single_process.sh single_process_<layers>   the single-process run (2, 4 or 6
 #                                  layers) the fp32 layouts compare with, kept in $LAYOUT_REFERENCES
-#   layouts_match_single_process.sh <layout>    one layout against its reference
+#   layouts_match_single_process.sh <layout>    one layout against its reference (its own
+#                                  single-process run for the mixed-precision and OWN cases)
 #   layouts_match_single_process.sh --list      the layout names (CMake registers one test each)
 #   layouts_match_single_process.sh --describe <layout>   its ranks, TP, layers and flags
 # The layouts that resume_across_layouts.sh resumes also save at iteration 10 into
@@ -33,6 +34,12 @@ declare -A LAYOUT=(
   [pp4_uneven]="4 1 6 --pipeline-model-parallel-size 4 --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 1"
   [tp2_pp2]="4 2 4 --pipeline-model-parallel-size 2"
   [tp2_pp2_dp2_virtual_sp_distopt]="8 2 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --sequence-parallel $DISTOPT_OVERLAP"
+  [cp2]="2 1 2 --context-parallel-size 2"
+  [cp4]="4 1 2 --context-parallel-size 4"
+  [cp2_tp2_sp]="4 2 2 --context-parallel-size 2 --sequence-parallel"
+  [cp2_pp2]="4 1 4 --context-parallel-size 2 --pipeline-model-parallel-size 2"
+  [cp2_dp2_distopt_overlap]="4 1 2 --context-parallel-size 2 $DISTOPT_OVERLAP"
+  [cp2_tp2_pp2_sp_distopt]="8 2 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"
 )
 # name -> "precision ranks TP layers [flags]": against the single process in that precision.
 declare -A MIXED=(
@@ -41,17 +48,23 @@ declare -A MIXED=(
   [bf16_tp2_pp2_virtual_distopt]="bf16 4 2 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer"
   [fp16_tp2_pp2_virtual_distopt]="fp16 4 2 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer"
 )
+# name -> "ranks TP layers [layout flags] | model flags": fp32, against its own single-process run
+# with the model flags (a model the shared references lack: RoPE and grouped-query attention).
+declare -A OWN=(
+  [cp2_tp2_sp_rope_gqa]="4 2 2 --context-parallel-size 2 --sequence-parallel | --position-embedding-type rope --normalization RMSNorm --swiglu --group-query-attention --num-query-groups 2"
+)
 # The layouts whose checkpoints resume_across_layouts.sh loads, and files each must have written.
 declare -A SAVES_AT_10=(
   [tp2_dp2_sp_distopt_overlap]="mp_rank_00/model.safetensors mp_rank_01/model.safetensors mp_rank_01/meta.json
     mp_rank_00/distrib_optim.dp_rank_000.safetensors mp_rank_00/distrib_optim.dp_rank_001.safetensors
     mp_rank_01/distrib_optim.dp_rank_001.safetensors"
+  [cp2_dp2_distopt_overlap]="mp_rank_00/model.safetensors mp_rank_00/distrib_optim.dp_rank_000.safetensors"
   [tp2_pp2]="mp_rank_00_000/model.safetensors mp_rank_01_000/model.safetensors mp_rank_00_001/model.safetensors
     mp_rank_01_001/model.safetensors"
 )
 
 if [[ ${1:-} == --list ]]; then
-  printf '%s\n' "${!LAYOUT[@]}" "${!MIXED[@]}" | sort
+  printf '%s\n' "${!LAYOUT[@]}" "${!MIXED[@]}" "${!OWN[@]}" | sort
   exit 0
 elif [[ ${1:-} == --describe ]]; then  # --describe LAYOUT: its "ranks TP layers flags"
   echo "${LAYOUT[${2:?}]:?"no layout $2"}"
@@ -117,11 +130,27 @@ if [[ -n ${LAYOUT[$CASE]:-} ]]; then
       assert_line "$WORK/out.txt" "using world size: 2, data-parallel size: 1, context-parallel size: 1, hierarchical context-parallel sizes: None, tensor-model-parallel size: 1, pipeline-model-parallel size: 2" ;;
     pp2_virtual2)
       assert_line "$WORK/out.txt" "Number of virtual stages per pipeline stage: 2" ;;
+    cp2_tp2_pp2_sp_distopt)
+      assert_line "$WORK/out.txt" "using world size: 8, data-parallel size: 1, context-parallel size: 2, hierarchical context-parallel sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 2" ;;
   esac
   echo "PASS"
   exit 0
 fi
 
+if [[ -n ${OWN[$CASE]:-} ]]; then
+  IFS='|' read -r layout model <<<"${OWN[$CASE]}"
+  read -r np tp layers extra <<<"$layout "
+  step "the single process, $layers layers, $model"
+  # shellcheck disable=SC2046,SC2086
+  assert_succeeds "$TRAIN" $(layout_flags 1 "$layers") $model
+  cp "$WORK/out.txt" "$WORK/reference.txt"
+  step "$CASE: mpirun -n $np, TP $tp, $extra"
+  # shellcheck disable=SC2046,SC2086
+  assert_succeeds mpi "$np" $(layout_flags "$tp" "$layers") $model $extra
+  compare_losses "$WORK/reference.txt" "$WORK/out.txt" "$CASE"
+  echo "PASS"
+  exit 0
+fi
 [[ -n ${MIXED[$CASE]:-} ]] || fail "unknown case '$CASE' (single_process_<layers>, or one of: $("$0" --list | tr '\n' ' '))"
 read -r precision np tp layers extra <<<"${MIXED[$CASE]} "
 flags=(--"$precision")

@@ -2,7 +2,8 @@
 # A checkpoint resumes in its own layout bit for bit, and in any other layout (model and optimizer
 # state resharded on --load, the distributed optimizer's shards re-split) with the single-process
 # losses. The checkpoints are the ones layouts_match_single_process.sh saved at iteration 10 of
-# its TP2 x DP2 (SP, distributed optimizer, overlap) and TP2 x PP2 runs; each case resumes one at
+# its TP2 x DP2 (SP, distributed optimizer, overlap), CP2 x DP2 (distributed optimizer, overlap)
+# and TP2 x PP2 runs; each case resumes one at
 # iteration 10 and trains to 20:
 #   resume_across_layouts.sh <case>     one case of the table below
 #   resume_across_layouts.sh --list     "<case> <layout whose checkpoint it loads>" per line
@@ -16,6 +17,9 @@ declare -A RESUME=(
   [tp2_dp2_same_layout]="tp2_dp2_sp_distopt_overlap 4 2 ="
   [tp2_dp2_at_dp1]="tp2_dp2_sp_distopt_overlap 2 2 ="
   [tp2_dp2_at_tp1]="tp2_dp2_sp_distopt_overlap 1 1"
+  [cp2_dp2_same_layout]="cp2_dp2_distopt_overlap 4 1 ="
+  [cp2_dp2_at_cp1]="cp2_dp2_distopt_overlap 1 1"
+  [cp2_dp2_at_cp4]="cp2_dp2_distopt_overlap 4 1 --context-parallel-size 4 --use-distributed-optimizer"
   [tp2_pp2_same_layout]="tp2_pp2 4 2 ="
   [tp2_pp2_at_tp1_pp1]="tp2_pp2 1 1"
   [tp2_pp2_at_tp4_pp1]="tp2_pp2 4 4"

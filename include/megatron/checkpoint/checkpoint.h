@@ -2,9 +2,10 @@
 // holding the iteration, and <root>/iter_0000100/mp_rank_TT[_PPP]/ per model-parallel shard with
 // our contents: model.safetensors (Megatron parameter names, this shard's tensors), rng.safetensors,
 // the optimizer state (optimizer.safetensors, or with the distributed optimizer one
-// distrib_optim.dp_rank_RRR.safetensors per data-parallel rank) and meta.json (iteration, consumed
-// samples, scheduler and optimizer counters, the resolved config, and size + CRC-32 of every file
-// of the shard). Model, RNG and meta.json are written by DP rank 0 of each shard; copies of the
+// distrib_optim.dp_rank_RRR.safetensors per rank of the data-parallel x context-parallel group
+// it shards over) and meta.json (iteration, consumed samples, scheduler and optimizer counters,
+// the resolved config, and size + CRC-32 of every file of the shard). Model, RNG and meta.json are
+// written by DP (and CP) rank 0 of each shard; copies of the
 // tokenizer's files go into <root>/iter_0000100/tokenizer/ (rank 0), as Megatron's
 // save_tokenizer_assets puts them, so a checkpoint moved elsewhere still decodes and exports.
 // Commit protocol (collective over the world): rank 0 makes iter_XXXXXXX.tmp.<its pid>/, every
@@ -62,12 +63,12 @@ struct CheckpointState {
 // Which files this rank writes into its shard folder.
 struct ShardWriter {
   std::string shard = "mp_rank_00";  // ParallelState::checkpoint_shard_name()
-  bool model = true;                 // model, RNG and meta.json: DP rank 0 of the shard
-  // Optimizer state: with the distributed optimizer every DP rank writes its own file;
+  bool model = true;                 // model, RNG and meta.json: DP and CP rank 0 of the shard
+  // Optimizer state: with the distributed optimizer every DP x CP rank writes its own file;
   // otherwise only the model writer writes optimizer.safetensors.
   bool distributed_optimizer = false;
-  int dp_rank = 0;
-  int dp_size = 1;
+  int dp_rank = 0;  // the rank in DP x CP (with CP 1, the DP rank)
+  int dp_size = 1;  // DP x CP: meta.json's data_parallel_size
 };
 
 // "<root>/iter_0000100".

@@ -89,6 +89,9 @@ class SelfAttention {
 
   ModelConfig config_;
   int local_heads_, local_groups_;  // np / tp, ng / tp
+  // Set under context parallelism (CP > 1): the sequence is this rank's two chunks, attended to
+  // by the ring (parallel::context_parallel_attention), RoPE at their global positions.
+  const parallel::ParallelContext* context_parallel_ = nullptr;
   parallel::ColumnParallelLinear linear_qkv_;
   parallel::RowParallelLinear linear_proj_;
 };

@@ -37,6 +37,11 @@ struct TiktokenOptions {
   std::vector<std::string> special_tokens;   // --tiktoken-special-tokens; empty: <unk> <s> </s>
 };
 
+// The TikTokenizer's settings from the tokenizer flags (--tokenizer-model, --tiktoken-pattern,
+// --vocab-size, --tiktoken-num-special-tokens, --tiktoken-special-tokens); throws naming a missing
+// or wrong --tiktoken-pattern.
+TiktokenOptions tiktoken_options(const TokenizerOptions& options);
+
 // Loads the vocabulary and checks it as Megatron does; throws megatron::Error naming the file, the
 // entry and the flag that is wrong.
 std::unique_ptr<Tokenizer> make_tiktoken_tokenizer(const TiktokenOptions& options);

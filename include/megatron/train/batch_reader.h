@@ -23,6 +23,8 @@
 
 namespace megatron::train {
 
+// Under context parallelism s is this rank's two chunks of the sequence; loss_tokens still counts
+// the whole sequence's (every CP rank's share), local_loss_tokens this rank's.
 struct MicroBatch {
   at::Tensor tokens;          // [b, s] int64
   at::Tensor labels;          // [b, s] int64
@@ -30,6 +32,7 @@ struct MicroBatch {
   at::Tensor position_ids;    // [b, s] int64
   at::Tensor attention_mask;  // [b, 1, s, s] bool (true = masked), or undefined (plain causal)
   double loss_tokens = 0.0;   // loss_mask's sum, counted on the host while the batch is made
+  double local_loss_tokens = 0.0;
 };
 
 struct BatchReaderOptions {
@@ -39,6 +42,10 @@ struct BatchReaderOptions {
   // Micro-batches a background thread keeps ready; 0 reads each one inside next().
   int prefetch = 0;
   at::Device device = at::kCPU;  // where next() delivers the tensors
+  // Context parallelism: every CP rank reads the same samples and keeps its two chunks of each
+  // sequence (parallel::cp_local_chunks).
+  int cp = 1;
+  int cp_rank = 0;
 };
 
 class BatchReader {

@@ -265,6 +265,19 @@ TEST(Arguments, MegatronsParallelRules) {
                   {"--num-layers (2) should be divisible by the pipeline-model-parallel size"});
   expect_contains(problem_of(with(base(), {"--context-parallel-size", "8", "--seq-length", "24"}), all),
                   {"--seq-length should be a multiple of 2 * --context-parallel-size"});
+  // Context parallelism: Megatron's checks, and what the ring attention cannot do.
+  const Args cp2 = with(base(), {"--context-parallel-size", "2", "--attention-dropout", "0"});
+  EXPECT_EQ(parse_arguments(cp2, all).parallel.context_parallel_size, 2);
+  expect_contains(problem_of(with(cp2, {"--tensor-model-parallel-size", "2", "--sequence-parallel", "--seq-length", "36"}), all),
+                  {"--seq-length (36) must be a multiple of 2 x --context-parallel-size x --tensor-model-parallel-size (8) "
+                   "with --sequence-parallel"});
+  expect_contains(problem_of(with(cp2, {"--cp-comm-type", "all_gather"}), all),
+                  {"--cp-comm-type all_gather is not supported by this build yet: the ring (p2p)"});
+  expect_contains(problem_of(with(base(), {"--context-parallel-size", "2"}), all),
+                  {"--attention-dropout 0.1 with --context-parallel-size 2 is not supported by this build yet: the ring "
+                   "attention has no dropout; pass --attention-dropout 0"});
+  expect_contains(problem_of(with(cp2, {"--reset-attention-mask"}), all),
+                  {"--reset-attention-mask with --context-parallel-size 2 is not supported"});
   expect_contains(problem_of(with(base(), {"--fp16", "--bf16"}), all), {"--fp16 and --bf16 cannot be used together"});
   // Every layout problem of one command line in one report, before any work.
   expect_contains(problem_of(with(base(), {"--tensor-model-parallel-size", "8", "--ffn-hidden-size", "36",
@@ -287,7 +300,6 @@ TEST(Arguments, MegatronsParallelRules) {
 
 TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
   const std::vector<Invalid> cases = {
-      {with(base(), {"--context-parallel-size", "2"}), "--context-parallel-size 2 is not supported by this build yet (context parallelism; only 1)"},
       {with(base(), {"--expert-model-parallel-size", "2"}), "--expert-model-parallel-size 2 is not supported by this build yet: expert parallelism needs"},
       {with(base(), {"--fp8-format", "hybrid"}), "--fp8-format is not supported"},
       {with(base(), {"--position-embedding-type", "mrope"}), "--position-embedding-type mrope is not supported by this build yet"},

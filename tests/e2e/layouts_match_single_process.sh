@@ -38,6 +38,7 @@ declare -A LAYOUT=(
   [cp4]="4 1 2 --context-parallel-size 4"
   [cp2_tp2_sp]="4 2 2 --context-parallel-size 2 --sequence-parallel"
   [cp2_pp2]="4 1 4 --context-parallel-size 2 --pipeline-model-parallel-size 2"
+  [cp2_pp2_virtual2]="4 1 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
   [cp2_dp2_distopt_overlap]="4 1 2 --context-parallel-size 2 $DISTOPT_OVERLAP"
   [cp2_tp2_pp2_sp_distopt]="8 2 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"
 )
@@ -46,6 +47,7 @@ declare -A MIXED=(
   [bf16_tp2_dp2_sp_distopt_overlap]="bf16 4 2 2 --sequence-parallel $DISTOPT_OVERLAP"
   [fp16_tp2_dp2_sp_distopt_overlap]="fp16 4 2 2 --sequence-parallel $DISTOPT_OVERLAP"
   [bf16_tp2_pp2_virtual_distopt]="bf16 4 2 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer"
+  [bf16_cp2_tp2_sp_distopt]="bf16 4 2 2 --context-parallel-size 2 --sequence-parallel --use-distributed-optimizer"
   [fp16_tp2_pp2_virtual_distopt]="fp16 4 2 4 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer"
 )
 # name -> "ranks TP layers [layout flags] | model flags": fp32, against its own single-process run

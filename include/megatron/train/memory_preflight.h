@@ -22,7 +22,7 @@ struct RankShare {
   int rank = 0;
   int tp = 1, tp_rank = 0;
   int pp = 1, pp_rank = 0;
-  int dp = 1;
+  int dp = 1;  // the ranks the distributed optimizer shards over: DP x CP
   std::vector<std::int64_t> chunk_layers{0};  // transformer layers of each model chunk it holds
 };
 

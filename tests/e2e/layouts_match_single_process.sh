@@ -54,6 +54,7 @@ declare -A MIXED=(
 # with the model flags (a model the shared references lack: RoPE and grouped-query attention).
 declare -A OWN=(
   [cp2_tp2_sp_rope_gqa]="4 2 2 --context-parallel-size 2 --sequence-parallel | --position-embedding-type rope --normalization RMSNorm --swiglu --group-query-attention --num-query-groups 2"
+  [cp4_seq256]="4 1 2 --context-parallel-size 4 | --seq-length 256 --max-position-embeddings 256 --position-embedding-type rope"
 )
 # The layouts whose checkpoints resume_across_layouts.sh loads, and files each must have written.
 declare -A SAVES_AT_10=(

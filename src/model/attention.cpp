@@ -157,7 +157,9 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
     }
     if (cp != nullptr) {
       return parallel::context_parallel_attention(q.contiguous(), k.contiguous(), v.contiguous(),
-                                                  1.0 / std::sqrt(static_cast<double>(hn)), parallel::CpCommType::kP2P,
+                                                  1.0 / std::sqrt(static_cast<double>(hn)),
+                                                  config_.cp_all_gather ? parallel::CpCommType::kAllGather
+                                                                        : parallel::CpCommType::kP2P,
                                                   *cp);
     }
     return core_attention(q, k.contiguous(), v.contiguous(), mask, ctx);

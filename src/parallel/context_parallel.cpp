@@ -4,6 +4,8 @@
 #include <torch/autograd.h>
 
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "megatron/core/check.h"
 
@@ -193,11 +195,106 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
   }
 };
 
+// The whole sequence's keys and values [b, ng, S, d] from every rank's two chunks, gathered as
+// [cp, 2 (k, v), b, ng, s, d]: rank j's first half is chunk j, its second chunk 2 cp - 1 - j.
+at::Tensor in_sequence_order(const at::Tensor& gathered, int cp) {
+  const std::int64_t half = gathered.size(4) / 2;
+  std::vector<at::Tensor> chunks(static_cast<std::size_t>(2 * cp));
+  for (int j = 0; j < cp; ++j) {
+    chunks[static_cast<std::size_t>(j)] = gathered[j].narrow(3, 0, half);
+    chunks[static_cast<std::size_t>(2 * cp - 1 - j)] = gathered[j].narrow(3, half, half);
+  }
+  return at::cat(chunks, 3);  // [2, b, ng, S, d]
+}
+
+// The inverse: [2, b, ng, S, d] in sequence order as [cp, 2, b, ng, s, d], rank j's chunks in its slot.
+at::Tensor in_rank_order(const at::Tensor& whole, int cp) {
+  const std::int64_t chunk = whole.size(3) / (2 * cp);
+  std::vector<at::Tensor> slots;
+  for (int j = 0; j < cp; ++j) {
+    slots.push_back(at::cat({whole.narrow(3, j * chunk, chunk), whole.narrow(3, (2 * cp - 1 - j) * chunk, chunk)}, 3));
+  }
+  return at::stack(slots);
+}
+
+// The global chunk of local query half h (0 or 1).
+std::int64_t global_chunk(int half, int rank, int cp) { return half == 0 ? rank : 2 * cp - 1 - rank; }
+
+class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, double scale, std::int64_t pc_address) {
+    const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
+    const int cp = pc.cp->size(), rank = pc.cp->rank();
+    const std::int64_t heads = q.size(1), half = q.size(2) / 2;
+    const at::Tensor local = at::stack({k, v});
+    at::Tensor gathered = at::empty({cp, local.size(0), local.size(1), local.size(2), local.size(3), local.size(4)},
+                                    local.options());
+    pc.comm->all_gather(gathered, local, *pc.cp).wait();
+    const at::Tensor whole = in_sequence_order(gathered, cp);
+    const at::Tensor keys = to_query_heads(whole[0], heads), values = to_query_heads(whole[1], heads);
+    at::Tensor out = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    at::Tensor lse = at::full({q.size(0), heads, q.size(2)}, -std::numeric_limits<float>::infinity(),
+                              q.options().dtype(at::kFloat));
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = global_chunk(h, rank, cp);
+      const at::Tensor queries = q.narrow(2, h * half, half);
+      if (g > 0) {
+        merge(out, lse, attend(queries, keys.narrow(2, 0, g * half), values.narrow(2, 0, g * half), false, scale),
+              h * half);
+      }
+      merge(out, lse, attend(queries, keys.narrow(2, g * half, half), values.narrow(2, g * half, half), true, scale),
+            h * half);
+    }
+    out = out.to(q.scalar_type());
+    ctx->save_for_backward({q, whole, out, lse});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["pc"] = pc_address;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &q = saved[0], &whole = saved[1], &out = saved[2], &lse = saved[3];
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto& pc = *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+    const int cp = pc.cp->size(), rank = pc.cp->rank();
+    const std::int64_t heads = q.size(1), groups = whole.size(2), half = q.size(2) / 2;
+    const at::Tensor dout = grads[0].contiguous();
+    const at::Tensor keys = to_query_heads(whole[0], heads), values = to_query_heads(whole[1], heads);
+    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    at::Tensor dwhole = at::zeros(whole.sizes(), whole.options().dtype(at::kFloat));
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t g = global_chunk(h, rank, cp);
+      const auto rows = [&](const at::Tensor& t) { return t.narrow(2, h * half, half).contiguous(); };
+      // (first key, keys, causal): the earlier chunks unmasked, then chunk g itself.
+      for (const auto& [first, count, causal] : {std::tuple<std::int64_t, std::int64_t, bool>{0, g * half, false},
+                                                 std::tuple<std::int64_t, std::int64_t, bool>{g * half, half, true}}) {
+        if (count == 0) continue;
+        auto [g_q, g_k, g_v] = attend_backward(rows(dout), rows(q), keys.narrow(2, first, count).contiguous(),
+                                               values.narrow(2, first, count).contiguous(), rows(out), rows(lse),
+                                               causal, scale);
+        dq.narrow(2, h * half, half).add_(g_q);
+        dwhole[0].narrow(2, first, count).add_(to_groups(g_k.to(at::kFloat), groups));
+        dwhole[1].narrow(2, first, count).add_(to_groups(g_v.to(at::kFloat), groups));
+      }
+    }
+    // Each rank's chunks summed over every rank's queries, back to their owner.
+    const at::Tensor slots = in_rank_order(dwhole, cp).contiguous();
+    at::Tensor mine = at::empty(slots.sizes().slice(1), slots.options());
+    pc.comm->reduce_scatter(mine, slots, *pc.cp).wait();
+    return {dq.to(q.scalar_type()), mine[0].to(q.scalar_type()), mine[1].to(q.scalar_type()), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
 }  // namespace
 
 CpCommType parse_cp_comm_type(std::string_view name) {
-  MEGATRON_CHECK(name == "p2p", "--cp-comm-type ", name, " is not implemented in this build (p2p is)");
-  return CpCommType::kP2P;
+  if (name == "p2p") return CpCommType::kP2P;
+  MEGATRON_CHECK(name == "all_gather", "--cp-comm-type ", name, " is not implemented in this build (p2p and all_gather are)");
+  return CpCommType::kAllGather;
 }
 
 at::Tensor cp_local_chunks(const at::Tensor& t, std::int64_t dim, int cp, int cp_rank) {
@@ -216,7 +313,6 @@ at::Tensor cp_local_positions(std::int64_t seq_length, int cp, int cp_rank, cons
 
 at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                       CpCommType type, const ParallelContext& pc) {
-  MEGATRON_CHECK(type == CpCommType::kP2P, "context-parallel attention: unknown --cp-comm-type");
   MEGATRON_CHECK(pc.cp != nullptr, "context-parallel attention needs the context-parallel group");
   MEGATRON_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                      q.size(1) == k.size(1) && q.size(3) == k.size(3) && k.size(2) > 0 && q.size(2) % k.size(2) == 0,
@@ -225,8 +321,10 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
   MEGATRON_CHECK(q.size(0) % 2 == 0, "context-parallel attention: a rank holds two equal chunks, got ", q.size(0),
                  " positions");
   const auto to_blocks = [](const at::Tensor& t) { return t.permute({1, 2, 0, 3}).contiguous(); };
-  const at::Tensor out = RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale,
-                                              reinterpret_cast<std::int64_t>(&pc));
+  const auto address = reinterpret_cast<std::int64_t>(&pc);
+  const at::Tensor out = type == CpCommType::kAllGather
+                             ? AllGatherAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, address)
+                             : RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, address);
   return out.permute({2, 0, 1, 3}).reshape({q.size(0), q.size(1), q.size(2) * q.size(3)});
 }
 

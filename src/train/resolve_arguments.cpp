@@ -47,8 +47,11 @@ void Resolver::parallel() {
   positive("--expert-model-parallel-size", "expert_model_parallel_size", p.expert_model_parallel_size);
   if (cp_ok && p.context_parallel_size > 1) {
     for (const std::string& type : p.cp_comm_type) {
-      unsupported(type != "p2p", "--cp-comm-type " + type, "the ring (p2p) is the context-parallel attention of this build");
+      unsupported(type != "p2p" && type != "all_gather", "--cp-comm-type " + type,
+                  "context-parallel attention here is p2p (the ring) or all_gather");
     }
+    unsupported(p.cp_comm_type.size() > 1, "--cp-comm-type with one type per layer",
+                "give one type (p2p or all_gather) for every layer");
   }
   const bool sizes_ok = tp_ok && pp_ok && cp_ok;
   unsupported(p.expert_model_parallel_size > 1,

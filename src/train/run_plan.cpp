@@ -39,6 +39,7 @@ model::ModelConfig model_config(const Arguments& args) {
   c.masked_softmax_fusion = m.masked_softmax_fusion;
   c.apply_rope_fusion = m.apply_rope_fusion;
   c.attention_backend = m.attention_backend;
+  c.cp_all_gather = args.parallel.cp_comm_type.size() == 1 && args.parallel.cp_comm_type[0] == "all_gather";
   c.recompute_granularity = m.recompute_granularity.value_or(model::RecomputeGranularity::kNone);
   c.recompute_method = m.recompute_method.value_or(model::RecomputeMethod::kUniform);
   c.recompute_num_layers = m.recompute_num_layers.value_or(1);

@@ -40,6 +40,8 @@ declare -A LAYOUT=(
   [cp2_pp2]="4 1 4 --context-parallel-size 2 --pipeline-model-parallel-size 2"
   [cp2_pp2_virtual2]="4 1 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"
   [cp2_dp2_distopt_overlap]="4 1 2 --context-parallel-size 2 $DISTOPT_OVERLAP"
+  [cp4_all_gather]="4 1 2 --context-parallel-size 4 --cp-comm-type all_gather"
+  [cp2_tp2_sp_all_gather]="4 2 2 --context-parallel-size 2 --sequence-parallel --cp-comm-type all_gather"
   [cp2_tp2_pp2_sp_distopt]="8 2 4 --context-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"
 )
 # name -> "precision ranks TP layers [flags]": against the single process in that precision.

@@ -78,6 +78,7 @@ struct ModelConfig {
   bool masked_softmax_fusion = true;   // off: --no-masked-softmax-fusion (plain ATen softmax)
   bool apply_rope_fusion = true;       // off: --no-rope-fusion (plain ATen rotation)
   AttentionBackend attention_backend = AttentionBackend::kAuto;
+  bool cp_all_gather = false;  // --cp-comm-type all_gather (else the p2p ring) under context parallelism
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   int recompute_num_layers = 1;

@@ -20,6 +20,12 @@
 // log-sum-exp, so each block's gradient is exact). Grouped-query keys and values travel grouped
 // (ng heads); each block repeats them to the query heads only for its own computation, and sums
 // their gradients back per group before they travel.
+//
+// --cp-comm-type all_gather: every rank gathers the keys and values of the whole sequence once,
+// before its first block, and keeps them for the backward (CP x its own K/V of memory). Each
+// local query chunk g attends to the chunks before it (unmasked) and to chunk g (causal), merged
+// by log-sum-exp; the backward computes the gradients of all keys and values and returns each
+// rank's share by a reduce-scatter.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -31,7 +37,7 @@
 
 namespace megatron::parallel {
 
-enum class CpCommType { kP2P };
+enum class CpCommType { kP2P, kAllGather };
 
 // --cp-comm-type's value; throws megatron::Error naming the flag for a type this build lacks.
 CpCommType parse_cp_comm_type(std::string_view name);

@@ -1,7 +1,8 @@
 // Context parallelism under mpirun, the whole world one CP group: the sequence split against
 // Megatron's chunk assignment written out, and the ring attention against plain causal attention
 // of the whole sequence in one process (explicit softmax(QK^T) V in float64, K/V heads repeated),
-// values and gradients of q, k and v, MHA and GQA, fp32 and bf16.
+// values and gradients of q, k and v, MHA and GQA, fp32 and bf16, for the ring (p2p) and the
+// all-gather.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -50,11 +51,14 @@ TEST(ContextParallelSplit, KeepsChunksRAnd2CpMinus1MinusR) {
   const at::Tensor b = at::arange(2 * 12).view({2, 12});  // [b, s]: split along the sequence dim
   EXPECT_TRUE(at::equal(cp_local_chunks(b, 1, 3, 2), at::cat({b.narrow(1, 4, 2), b.narrow(1, 6, 2)}, 1)));
   EXPECT_THROW(cp_local_chunks(at::arange(10), 0, 2, 0), Error);
+  EXPECT_EQ(parse_cp_comm_type("all_gather"), CpCommType::kAllGather);
+  EXPECT_THROW(parse_cp_comm_type("a2a"), Error);
 }
 
 struct Case {
   std::int64_t heads, groups;
   at::ScalarType dtype;
+  CpCommType type = CpCommType::kP2P;
 };
 
 class RingAttention : public ::testing::TestWithParam<Case> {};
@@ -78,7 +82,7 @@ TEST_P(RingAttention, MatchesFullCausalAttentionAndItsGradients) {
 
   std::vector<at::Tensor> local;
   for (const at::Tensor& t : {q, k, v}) local.push_back(cp_local_chunks(t, 0, cp, rank).to(c.dtype).requires_grad_());
-  const at::Tensor out = context_parallel_attention(local[0], local[1], local[2], scale, CpCommType::kP2P, pc);
+  const at::Tensor out = context_parallel_attention(local[0], local[1], local[2], scale, c.type, pc);
   ASSERT_EQ(out.scalar_type(), c.dtype);
   out.backward(cp_local_chunks(dout, 0, cp, rank).to(c.dtype));
 
@@ -94,10 +98,14 @@ TEST_P(RingAttention, MatchesFullCausalAttentionAndItsGradients) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RingAttention,
                          ::testing::Values(Case{4, 4, at::kFloat}, Case{4, 2, at::kFloat}, Case{4, 1, at::kFloat},
-                                           Case{4, 4, at::kBFloat16}, Case{6, 2, at::kBFloat16}),
+                                           Case{4, 4, at::kBFloat16}, Case{6, 2, at::kBFloat16},
+                                           Case{4, 4, at::kFloat, CpCommType::kAllGather},
+                                           Case{4, 1, at::kFloat, CpCommType::kAllGather},
+                                           Case{6, 2, at::kBFloat16, CpCommType::kAllGather}),
                          [](const auto& info) {
                            return "np" + std::to_string(info.param.heads) + "ng" + std::to_string(info.param.groups) +
-                                  (info.param.dtype == at::kFloat ? "Fp32" : "Bf16");
+                                  (info.param.dtype == at::kFloat ? "Fp32" : "Bf16") +
+                                  (info.param.type == CpCommType::kAllGather ? "AllGather" : "P2p");
                          });
 
 }  // namespace

@@ -271,8 +271,13 @@ TEST(Arguments, MegatronsParallelRules) {
   expect_contains(problem_of(with(cp2, {"--tensor-model-parallel-size", "2", "--sequence-parallel", "--seq-length", "36"}), all),
                   {"--seq-length (36) must be a multiple of 2 x --context-parallel-size x --tensor-model-parallel-size (8) "
                    "with --sequence-parallel"});
-  expect_contains(problem_of(with(cp2, {"--cp-comm-type", "all_gather"}), all),
-                  {"--cp-comm-type all_gather is not supported by this build yet: the ring (p2p)"});
+  expect_contains(problem_of(with(cp2, {"--cp-comm-type", "a2a"}), all),
+                  {"--cp-comm-type a2a is not supported by this build yet: context-parallel attention here is p2p "
+                   "(the ring) or all_gather"});
+  expect_contains(problem_of(with(cp2, {"--cp-comm-type", "p2p", "all_gather"}), all),
+                  {"--cp-comm-type with one type per layer is not supported"});
+  EXPECT_EQ(parse_arguments(with(cp2, {"--cp-comm-type", "all_gather"}), all).parallel.cp_comm_type,
+            (std::vector<std::string>{"all_gather"}));
   expect_contains(problem_of(with(base(), {"--context-parallel-size", "2"}), all),
                   {"--attention-dropout 0.1 with --context-parallel-size 2 is not supported by this build yet: the ring "
                    "attention has no dropout; pass --attention-dropout 0"});

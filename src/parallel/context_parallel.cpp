@@ -36,7 +36,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(const at::Tensor&
   return at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0, causal, {}, scale);
 }
 
-// Grouped keys or values [b, ng, s, d] as the [b, np, s, d] the queries attend to (a view).
+// Grouped keys or values [b, ng, s, d] as the [b, np, s, d] the queries attend to (a copy when
+// ng < np).
 at::Tensor to_query_heads(const at::Tensor& kv, std::int64_t heads) {
   const std::int64_t groups = kv.size(1);
   if (groups == heads) return kv;
@@ -62,6 +63,43 @@ void merge(at::Tensor& out, at::Tensor& lse, const Block& block, std::int64_t ro
   l.copy_(merged);
 }
 
+// The running output (fp32 zeros) and log-sum-exp (-inf) that blocks are merged into, for q's rows.
+std::pair<at::Tensor, at::Tensor> empty_merge(const at::Tensor& q) {
+  return {at::zeros(q.sizes(), q.options().dtype(at::kFloat)),
+          at::full({q.size(0), q.size(1), q.size(2)}, -std::numeric_limits<float>::infinity(),
+                   q.options().dtype(at::kFloat))};
+}
+
+// One exchange of the ring: `outgoing` goes to the next CP rank while the previous rank's arrives in
+// `incoming`; both stay alive here until finish().
+struct RingExchange {
+  at::Tensor outgoing, incoming;
+  Work sent, received;
+  void finish() {
+    sent.wait();
+    received.wait();
+  }
+};
+RingExchange pass_on(const at::Tensor& t, int tag, const ParallelContext& pc) {
+  const ProcessGroup& group = *pc.cp;
+  const int cp = group.size(), rank = group.rank();
+  RingExchange x{t, at::empty_like(t), {}, {}};
+  x.sent = pc.comm->send(x.outgoing, (rank + 1) % cp, group, tag);
+  x.received = pc.comm->recv(x.incoming, (rank + cp - 1) % cp, group, tag);
+  return x;
+}
+
+// What both attention functions keep for their backward, and the context they ran in.
+void keep(torch::autograd::AutogradContext* ctx, const torch::autograd::variable_list& tensors, double scale,
+          std::int64_t pc_address) {
+  ctx->save_for_backward(tensors);
+  ctx->saved_data["scale"] = scale;
+  ctx->saved_data["pc"] = pc_address;
+}
+const ParallelContext& context_of(torch::autograd::AutogradContext* ctx) {
+  return *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+}
+
 // Which part of a ring step's block the local queries see. Step i holds the keys and values of CP
 // rank (r - i) mod cp: its own (causal), an earlier rank's (all queries, its first chunk), or a later
 // rank's (the second query chunk, all of it).
@@ -77,21 +115,13 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale, std::int64_t pc_address) {
     const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
-    const ProcessGroup& group = *pc.cp;
-    const int cp = group.size(), rank = group.rank();
+    const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), half = q.size(2) / 2;
-    at::Tensor out = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-    at::Tensor lse = at::full({q.size(0), heads, q.size(2)}, -std::numeric_limits<float>::infinity(),
-                              q.options().dtype(at::kFloat));
+    auto [out, lse] = empty_merge(q);
     at::Tensor kv = at::stack({k, v});
     for (int step = 0; step < cp; ++step) {
-      at::Tensor incoming;
-      Work sent, received;
-      if (step + 1 < cp) {  // the next block travels while this one is computed
-        incoming = at::empty_like(kv);
-        sent = pc.comm->send(kv, (rank + 1) % cp, group, kTagKeysValues);
-        received = pc.comm->recv(incoming, (rank + cp - 1) % cp, group, kTagKeysValues);
-      }
+      RingExchange next;
+      if (step + 1 < cp) next = pass_on(kv, kTagKeysValues, pc);  // the next block travels meanwhile
       const at::Tensor keys = to_query_heads(kv[0], heads), values = to_query_heads(kv[1], heads);
       switch (part_of(step, rank, cp)) {
         case Part::kDiagonal:
@@ -104,14 +134,11 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
           merge(out, lse, attend(q.narrow(2, half, half), keys, values, false, scale), half);
           break;
       }
-      sent.wait();
-      received.wait();
-      if (step + 1 < cp) kv = incoming;
+      next.finish();
+      if (step + 1 < cp) kv = next.incoming;
     }
     out = out.to(q.scalar_type());
-    ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["pc"] = pc_address;
+    keep(ctx, {q, k, v, out, lse}, scale, pc_address);
     return out;
   }
 
@@ -120,25 +147,18 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
     const double scale = ctx->saved_data["scale"].toDouble();
-    const auto& pc = *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
-    const ProcessGroup& group = *pc.cp;
-    const int cp = group.size(), rank = group.rank();
+    const ParallelContext& pc = context_of(ctx);
+    const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), groups = k.size(1), half = q.size(2) / 2;
     const at::Tensor dout = grads[0].contiguous();
     at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
     at::Tensor kv = at::stack({k, v});
     // The key/value gradient of the block held, summed over the ranks it has visited; it travels
     // one step behind the block and reaches the block's owner after the last step.
-    at::Tensor dkv_outgoing, dkv_incoming;  // alive until their exchange completes
-    Work dkv_sent, dkv_received;
+    RingExchange gradients;
     for (int step = 0; step < cp; ++step) {
-      at::Tensor incoming;
-      Work sent, received;
-      if (step + 1 < cp) {
-        incoming = at::empty_like(kv);
-        sent = pc.comm->send(kv, (rank + 1) % cp, group, kTagKeysValues);
-        received = pc.comm->recv(incoming, (rank + cp - 1) % cp, group, kTagKeysValues);
-      }
+      RingExchange next;
+      if (step + 1 < cp) next = pass_on(kv, kTagKeysValues, pc);
       const at::Tensor keys = to_query_heads(kv[0], heads), values = to_query_heads(kv[1], heads);
       at::Tensor dk, dv;
       std::int64_t key_rows = 2 * half;
@@ -170,28 +190,20 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       if (step == 0) {
         dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
       } else {
-        dkv_sent.wait();
-        dkv_received.wait();
-        dkv = dkv_incoming;
+        gradients.finish();
+        dkv = gradients.incoming;
       }
       dkv[0].narrow(2, 0, key_rows).add_(to_groups(dk.to(at::kFloat), groups));
       dkv[1].narrow(2, 0, key_rows).add_(to_groups(dv.to(at::kFloat), groups));
-      if (cp > 1) {
-        dkv_outgoing = dkv;
-        dkv_incoming = at::empty_like(dkv);
-        dkv_sent = pc.comm->send(dkv_outgoing, (rank + 1) % cp, group, kTagGradients);
-        dkv_received = pc.comm->recv(dkv_incoming, (rank + cp - 1) % cp, group, kTagGradients);
-      } else {
-        dkv_incoming = dkv;
-      }
-      sent.wait();
-      received.wait();
-      if (step + 1 < cp) kv = incoming;
+      // After the last step this exchange brings this rank's own block's gradient, complete.
+      gradients = cp > 1 ? pass_on(dkv, kTagGradients, pc) : RingExchange{dkv, dkv, {}, {}};
+      next.finish();
+      if (step + 1 < cp) kv = next.incoming;
     }
-    dkv_sent.wait();
-    dkv_received.wait();
-    return {dq.to(q.scalar_type()), dkv_incoming[0].to(k.scalar_type()), dkv_incoming[1].to(v.scalar_type()),
-            at::Tensor(), at::Tensor()};
+    gradients.finish();
+    const at::Tensor& dkv = gradients.incoming;
+    return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -233,9 +245,7 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
     pc.comm->all_gather(gathered, local, *pc.cp).wait();
     const at::Tensor whole = in_sequence_order(gathered, cp);
     const at::Tensor keys = to_query_heads(whole[0], heads), values = to_query_heads(whole[1], heads);
-    at::Tensor out = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-    at::Tensor lse = at::full({q.size(0), heads, q.size(2)}, -std::numeric_limits<float>::infinity(),
-                              q.options().dtype(at::kFloat));
+    auto [out, lse] = empty_merge(q);
     for (int h = 0; h < 2; ++h) {
       const std::int64_t g = global_chunk(h, rank, cp);
       const at::Tensor queries = q.narrow(2, h * half, half);
@@ -247,9 +257,7 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
             h * half);
     }
     out = out.to(q.scalar_type());
-    ctx->save_for_backward({q, whole, out, lse});
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["pc"] = pc_address;
+    keep(ctx, {q, whole, out, lse}, scale, pc_address);
     return out;
   }
 
@@ -258,7 +266,7 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &q = saved[0], &whole = saved[1], &out = saved[2], &lse = saved[3];
     const double scale = ctx->saved_data["scale"].toDouble();
-    const auto& pc = *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+    const ParallelContext& pc = context_of(ctx);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), groups = whole.size(2), half = q.size(2) / 2;
     const at::Tensor dout = grads[0].contiguous();

@@ -293,9 +293,9 @@ void Resolver::model() {
                 "--tensor-model-parallel-size (" + num(std::int64_t{2 * cp * tp}) + ") with --sequence-parallel");
     }
     unsupported(m.attention_dropout > 0, "--attention-dropout " + num(m.attention_dropout) + " with --context-parallel-size " +
-                num(std::int64_t{cp}), "the ring attention has no dropout; pass --attention-dropout 0");
+                num(std::int64_t{cp}), "context-parallel attention has no dropout; pass --attention-dropout 0");
     unsupported(a_.data.reset_attention_mask, "--reset-attention-mask with --context-parallel-size " + num(std::int64_t{cp}),
-                "the ring attention is plain causal");
+                "context-parallel attention is plain causal");
   }
   if (m.use_rotary_position_embeddings) m.position_embedding_type = PositionEmbeddingType::kRope;
   positive("--rotary-base", "rotary_base", m.rotary_base);

@@ -4,7 +4,8 @@
 // and the matching columns of linear_proj. Two ways to attend (AttentionBackend): LibTorch's
 // scaled-dot-product attention (flash / cuDNN / memory-efficient on GPU), and the explicit path
 // (QK^T, the causal softmax op, dropout, PV); neither repeats K and V across the query heads of a
-// group. Attention dropout draws from the model-parallel stream on both paths.
+// group. Attention dropout draws from the model-parallel stream on every path (context-parallel
+// attention too).
 #include <cmath>
 #include <limits>
 
@@ -156,8 +157,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
       k = apply_rotary(k, freqs);
     }
     if (cp != nullptr) {
+      const double p = ctx.training ? config_.attention_dropout : 0.0;
+      const DefaultGeneratorFork fork(p > 0.0 ? ctx.model_parallel_gen : nullptr, q.device());
       return parallel::context_parallel_attention(q.contiguous(), k.contiguous(), v.contiguous(),
-                                                  1.0 / std::sqrt(static_cast<double>(hn)),
+                                                  1.0 / std::sqrt(static_cast<double>(hn)), p,
                                                   config_.cp_all_gather ? parallel::CpCommType::kAllGather
                                                                         : parallel::CpCommType::kP2P,
                                                   *cp);

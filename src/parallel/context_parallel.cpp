@@ -8,33 +8,18 @@
 #include <vector>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/aten/attention_block_ops.h"
 
 namespace megatron::parallel {
 namespace {
 
+using kernels::aten::AttentionBlock;
+using kernels::aten::attention_block_backward;
+using kernels::aten::attention_block_forward;
+using kernels::aten::BlockRng;
+
 constexpr int kTagKeysValues = 7101;
 constexpr int kTagGradients = 7102;
-
-// Attention of one block, [b, heads, s, d] each, with its log-sum-exp ([b, heads, s_q], fp32).
-struct Block {
-  at::Tensor out;
-  at::Tensor lse;
-};
-
-Block attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, double scale) {
-  MEGATRON_CHECK(q.device().is_cpu(), "context-parallel attention runs on CPU tensors in this build (got ",
-                 q.device().str(), ")");
-  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, {}, scale);
-  return {out, lse};
-}
-
-// (dq, dk, dv) of one block, given the whole attention's output and log-sum-exp for its rows.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> attend_backward(const at::Tensor& dout, const at::Tensor& q,
-                                                               const at::Tensor& k, const at::Tensor& v,
-                                                               const at::Tensor& out, const at::Tensor& lse,
-                                                               bool causal, double scale) {
-  return at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0, causal, {}, scale);
-}
 
 // Grouped keys or values [b, ng, s, d] as the [b, np, s, d] the queries attend to (a copy when
 // ng < np).
@@ -53,22 +38,36 @@ at::Tensor to_groups(const at::Tensor& grad, std::int64_t groups) {
   return grad.view({grad.size(0), groups, heads / groups, grad.size(2), grad.size(3)}).sum(2);
 }
 
-// Folds one block into the running output (fp32) and log-sum-exp, for the rows from `row`.
-void merge(at::Tensor& out, at::Tensor& lse, const Block& block, std::int64_t row) {
-  const std::int64_t rows = block.lse.size(2);
-  at::Tensor o = out.narrow(2, row, rows);
-  at::Tensor l = lse.narrow(2, row, rows);
-  const at::Tensor merged = at::logaddexp(l, block.lse);
-  o.mul_(at::exp(l - merged).unsqueeze(-1)).add_(block.out.to(at::kFloat) * at::exp(block.lse - merged).unsqueeze(-1));
-  l.copy_(merged);
-}
+// Gradients and merged outputs accumulate in fp32 (float64 for float64 inputs).
+at::ScalarType accumulation_type(const at::Tensor& t) { return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
 
-// The running output (fp32 zeros) and log-sum-exp (-inf) that blocks are merged into, for q's rows.
-std::pair<at::Tensor, at::Tensor> empty_merge(const at::Tensor& q) {
-  return {at::zeros(q.sizes(), q.options().dtype(at::kFloat)),
-          at::full({q.size(0), q.size(1), q.size(2)}, -std::numeric_limits<float>::infinity(),
-                   q.options().dtype(at::kFloat))};
-}
+// The running output and log-sum-exp that one attention call's blocks are merged into, for q's
+// rows, and each block's dropout stream in the order the blocks ran (what their backward redraws).
+struct Merged {
+  at::Tensor out, lse;  // accumulation type: zeros and -inf before the first block
+  std::vector<at::Tensor> rngs;  // (seed, offset) per block
+
+  explicit Merged(const at::Tensor& q)
+      : out(at::zeros(q.sizes(), q.options().dtype(accumulation_type(q)))),
+        lse(at::full({q.size(0), q.size(1), q.size(2)}, -std::numeric_limits<double>::infinity(),
+                     q.options().dtype(accumulation_type(q)))) {}
+
+  // Attends `queries` (the rows from `row`) to one block of keys and values and folds the result in.
+  void add(const at::Tensor& queries, const at::Tensor& keys, const at::Tensor& values, bool causal, std::int64_t row,
+           double scale, double dropout) {
+    const AttentionBlock block =
+        attention_block_forward(queries.contiguous(), keys.contiguous(), values.contiguous(), causal, scale, dropout);
+    const std::int64_t rows = block.lse.size(2);
+    at::Tensor o = out.narrow(2, row, rows);
+    at::Tensor l = lse.narrow(2, row, rows);
+    const at::Tensor block_lse = block.lse.to(l.scalar_type());
+    const at::Tensor merged = at::logaddexp(l, block_lse);
+    o.mul_(at::exp(l - merged).unsqueeze(-1)).add_(block.out.to(o.scalar_type()) * at::exp(block_lse - merged).unsqueeze(-1));
+    l.copy_(merged);
+    rngs.push_back(block.rng.seed);
+    rngs.push_back(block.rng.offset);
+  }
+};
 
 // One exchange of the ring: `outgoing` goes to the next CP rank while the previous rank's arrives in
 // `incoming`; both stay alive here until finish().
@@ -89,15 +88,52 @@ RingExchange pass_on(const at::Tensor& t, int tag, const ParallelContext& pc) {
   return x;
 }
 
-// What both attention functions keep for their backward, and the context they ran in.
-void keep(torch::autograd::AutogradContext* ctx, const torch::autograd::variable_list& tensors, double scale,
-          std::int64_t pc_address) {
+// What both attention functions keep for their backward: their tensors, then the blocks' dropout
+// streams; the settings and the context they ran in.
+struct Settings {
+  double scale, dropout;
+};
+void keep(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list tensors, const Merged& merged,
+          Settings settings, std::int64_t pc_address) {
+  ctx->saved_data["rng_at"] = static_cast<std::int64_t>(tensors.size());
+  tensors.insert(tensors.end(), merged.rngs.begin(), merged.rngs.end());
   ctx->save_for_backward(tensors);
-  ctx->saved_data["scale"] = scale;
+  ctx->saved_data["scale"] = settings.scale;
+  ctx->saved_data["dropout"] = settings.dropout;
   ctx->saved_data["pc"] = pc_address;
 }
 const ParallelContext& context_of(torch::autograd::AutogradContext* ctx) {
   return *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+}
+Settings settings_of(torch::autograd::AutogradContext* ctx) {
+  return {ctx->saved_data["scale"].toDouble(), ctx->saved_data["dropout"].toDouble()};
+}
+
+// The saved tensors of a backward, and its blocks' dropout streams handed out in the forward's order.
+struct Saved {
+  torch::autograd::variable_list tensors;
+  std::size_t next_rng;
+  explicit Saved(torch::autograd::AutogradContext* ctx)
+      : tensors(ctx->get_saved_variables()), next_rng(static_cast<std::size_t>(ctx->saved_data["rng_at"].toInt())) {}
+  BlockRng next_block() {
+    MEGATRON_ASSERT(next_rng + 1 < tensors.size(), "context-parallel attention: more blocks in the backward than the forward");
+    const BlockRng rng{tensors[next_rng], tensors[next_rng + 1]};
+    next_rng += 2;
+    return rng;
+  }
+};
+
+// The backward of one block: the rows of dout, q, out and lse from `row` (all when `rows` is
+// -1) against keys and values, with the block's dropout stream.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> block_backward(const at::Tensor& dout, const at::Tensor& q,
+                                                              const at::Tensor& out, const at::Tensor& lse,
+                                                              std::int64_t row, std::int64_t rows,
+                                                              const at::Tensor& keys, const at::Tensor& values,
+                                                              bool causal, Settings settings, Saved& saved) {
+  const auto part = [&](const at::Tensor& t) { return (rows < 0 ? t : t.narrow(2, row, rows)).contiguous(); };
+  return attention_block_backward(part(dout), part(q), keys.contiguous(), values.contiguous(), part(out),
+                                  part(lse), saved.next_block(), causal,
+                                  settings.scale, settings.dropout);
 }
 
 // Which part of a ring step's block the local queries see. Step i holds the keys and values of CP
@@ -113,45 +149,43 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
  public:
   // q [b, np, s, d], k and v [b, ng, s, d], contiguous; s = this rank's two chunks.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, double scale, std::int64_t pc_address) {
+                            const at::Tensor& v, double scale, double dropout, std::int64_t pc_address) {
     const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), half = q.size(2) / 2;
-    auto [out, lse] = empty_merge(q);
+    Merged merged(q);
     at::Tensor kv = at::stack({k, v});
     for (int step = 0; step < cp; ++step) {
       RingExchange next;
       if (step + 1 < cp) next = pass_on(kv, kTagKeysValues, pc);  // the next block travels meanwhile
       const at::Tensor keys = to_query_heads(kv[0], heads), values = to_query_heads(kv[1], heads);
       switch (part_of(step, rank, cp)) {
-        case Part::kDiagonal:
-          merge(out, lse, attend(q, keys, values, true, scale), 0);
-          break;
+        case Part::kDiagonal: merged.add(q, keys, values, true, 0, scale, dropout); break;
         case Part::kEarlier:
-          merge(out, lse, attend(q, keys.narrow(2, 0, half), values.narrow(2, 0, half), false, scale), 0);
+          merged.add(q, keys.narrow(2, 0, half), values.narrow(2, 0, half), false, 0, scale, dropout);
           break;
-        case Part::kLater:
-          merge(out, lse, attend(q.narrow(2, half, half), keys, values, false, scale), half);
-          break;
+        case Part::kLater: merged.add(q.narrow(2, half, half), keys, values, false, half, scale, dropout); break;
       }
       next.finish();
       if (step + 1 < cp) kv = next.incoming;
     }
-    out = out.to(q.scalar_type());
-    keep(ctx, {q, k, v, out, lse}, scale, pc_address);
+    const at::Tensor out = merged.out.to(q.scalar_type());
+    keep(ctx, {q, k, v, out, merged.lse}, merged, {scale, dropout}, pc_address);
     return out;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    const double scale = ctx->saved_data["scale"].toDouble();
+    Saved saved(ctx);
+    const at::Tensor &q = saved.tensors[0], &k = saved.tensors[1], &v = saved.tensors[2], &out = saved.tensors[3],
+                     &lse = saved.tensors[4];
+    const Settings settings = settings_of(ctx);
     const ParallelContext& pc = context_of(ctx);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), groups = k.size(1), half = q.size(2) / 2;
+    const at::ScalarType acc = accumulation_type(q);
     const at::Tensor dout = grads[0].contiguous();
-    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(acc));
     at::Tensor kv = at::stack({k, v});
     // The key/value gradient of the block held, summed over the ranks it has visited; it travels
     // one step behind the block and reaches the block's owner after the last step.
@@ -164,23 +198,20 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       std::int64_t key_rows = 2 * half;
       switch (part_of(step, rank, cp)) {
         case Part::kDiagonal: {
-          auto [g_q, g_k, g_v] = attend_backward(dout, q, keys, values, out, lse, true, scale);
+          auto [g_q, g_k, g_v] = block_backward(dout, q, out, lse, 0, -1, keys, values, true, settings, saved);
           dq.add_(g_q);
           dk = g_k, dv = g_v;
           break;
         }
         case Part::kEarlier: {
-          auto [g_q, g_k, g_v] = attend_backward(dout, q, keys.narrow(2, 0, half).contiguous(),
-                                                 values.narrow(2, 0, half).contiguous(), out, lse, false, scale);
+          auto [g_q, g_k, g_v] = block_backward(dout, q, out, lse, 0, -1, keys.narrow(2, 0, half),
+                                                values.narrow(2, 0, half), false, settings, saved);
           dq.add_(g_q);
           dk = g_k, dv = g_v, key_rows = half;
           break;
         }
         case Part::kLater: {
-          auto [g_q, g_k, g_v] =
-              attend_backward(dout.narrow(2, half, half).contiguous(), q.narrow(2, half, half).contiguous(), keys,
-                              values, out.narrow(2, half, half).contiguous(), lse.narrow(2, half, half).contiguous(),
-                              false, scale);
+          auto [g_q, g_k, g_v] = block_backward(dout, q, out, lse, half, half, keys, values, false, settings, saved);
           dq.narrow(2, half, half).add_(g_q);
           dk = g_k, dv = g_v;
           break;
@@ -188,13 +219,13 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
       }
       at::Tensor dkv;
       if (step == 0) {
-        dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
+        dkv = at::zeros(kv.sizes(), kv.options().dtype(acc));
       } else {
         gradients.finish();
         dkv = gradients.incoming;
       }
-      dkv[0].narrow(2, 0, key_rows).add_(to_groups(dk.to(at::kFloat), groups));
-      dkv[1].narrow(2, 0, key_rows).add_(to_groups(dv.to(at::kFloat), groups));
+      dkv[0].narrow(2, 0, key_rows).add_(to_groups(dk.to(acc), groups));
+      dkv[1].narrow(2, 0, key_rows).add_(to_groups(dv.to(acc), groups));
       // After the last step this exchange brings this rank's own block's gradient, complete.
       gradients = cp > 1 ? pass_on(dkv, kTagGradients, pc) : RingExchange{dkv, dkv, {}, {}};
       next.finish();
@@ -202,7 +233,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
     }
     gradients.finish();
     const at::Tensor& dkv = gradients.incoming;
-    return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()), at::Tensor(),
+    return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()), at::Tensor(), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -232,10 +263,20 @@ at::Tensor in_rank_order(const at::Tensor& whole, int cp) {
 // The global chunk of local query half h (0 or 1).
 std::int64_t global_chunk(int half, int rank, int cp) { return half == 0 ? rank : 2 * cp - 1 - rank; }
 
+// The key blocks local query half h attends to, in order: (first key, keys, causal): the earlier
+// chunks unmasked (none for chunk 0), then its own chunk, causal.
+std::vector<std::tuple<std::int64_t, std::int64_t, bool>> all_gather_blocks(int h, int rank, int cp, std::int64_t half) {
+  const std::int64_t g = global_chunk(h, rank, cp);
+  std::vector<std::tuple<std::int64_t, std::int64_t, bool>> blocks;
+  if (g > 0) blocks.emplace_back(0, g * half, false);
+  blocks.emplace_back(g * half, half, true);
+  return blocks;
+}
+
 class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
-                            const at::Tensor& v, double scale, std::int64_t pc_address) {
+                            const at::Tensor& v, double scale, double dropout, std::int64_t pc_address) {
     const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), half = q.size(2) / 2;
@@ -245,47 +286,38 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
     pc.comm->all_gather(gathered, local, *pc.cp).wait();
     const at::Tensor whole = in_sequence_order(gathered, cp);
     const at::Tensor keys = to_query_heads(whole[0], heads), values = to_query_heads(whole[1], heads);
-    auto [out, lse] = empty_merge(q);
+    Merged merged(q);
     for (int h = 0; h < 2; ++h) {
-      const std::int64_t g = global_chunk(h, rank, cp);
-      const at::Tensor queries = q.narrow(2, h * half, half);
-      if (g > 0) {
-        merge(out, lse, attend(queries, keys.narrow(2, 0, g * half), values.narrow(2, 0, g * half), false, scale),
-              h * half);
+      for (const auto& [first, count, causal] : all_gather_blocks(h, rank, cp, half)) {
+        merged.add(q.narrow(2, h * half, half), keys.narrow(2, first, count), values.narrow(2, first, count), causal,
+                   h * half, scale, dropout);
       }
-      merge(out, lse, attend(queries, keys.narrow(2, g * half, half), values.narrow(2, g * half, half), true, scale),
-            h * half);
     }
-    out = out.to(q.scalar_type());
-    keep(ctx, {q, whole, out, lse}, scale, pc_address);
+    const at::Tensor out = merged.out.to(q.scalar_type());
+    keep(ctx, {q, whole, out, merged.lse}, merged, {scale, dropout}, pc_address);
     return out;
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &q = saved[0], &whole = saved[1], &out = saved[2], &lse = saved[3];
-    const double scale = ctx->saved_data["scale"].toDouble();
+    Saved saved(ctx);
+    const at::Tensor &q = saved.tensors[0], &whole = saved.tensors[1], &out = saved.tensors[2], &lse = saved.tensors[3];
+    const Settings settings = settings_of(ctx);
     const ParallelContext& pc = context_of(ctx);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), groups = whole.size(2), half = q.size(2) / 2;
+    const at::ScalarType acc = accumulation_type(q);
     const at::Tensor dout = grads[0].contiguous();
     const at::Tensor keys = to_query_heads(whole[0], heads), values = to_query_heads(whole[1], heads);
-    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-    at::Tensor dwhole = at::zeros(whole.sizes(), whole.options().dtype(at::kFloat));
+    at::Tensor dq = at::zeros(q.sizes(), q.options().dtype(acc));
+    at::Tensor dwhole = at::zeros(whole.sizes(), whole.options().dtype(acc));
     for (int h = 0; h < 2; ++h) {
-      const std::int64_t g = global_chunk(h, rank, cp);
-      const auto rows = [&](const at::Tensor& t) { return t.narrow(2, h * half, half).contiguous(); };
-      // (first key, keys, causal): the earlier chunks unmasked, then chunk g itself.
-      for (const auto& [first, count, causal] : {std::tuple<std::int64_t, std::int64_t, bool>{0, g * half, false},
-                                                 std::tuple<std::int64_t, std::int64_t, bool>{g * half, half, true}}) {
-        if (count == 0) continue;
-        auto [g_q, g_k, g_v] = attend_backward(rows(dout), rows(q), keys.narrow(2, first, count).contiguous(),
-                                               values.narrow(2, first, count).contiguous(), rows(out), rows(lse),
-                                               causal, scale);
+      for (const auto& [first, count, causal] : all_gather_blocks(h, rank, cp, half)) {
+        auto [g_q, g_k, g_v] = block_backward(dout, q, out, lse, h * half, half, keys.narrow(2, first, count),
+                                              values.narrow(2, first, count), causal, settings, saved);
         dq.narrow(2, h * half, half).add_(g_q);
-        dwhole[0].narrow(2, first, count).add_(to_groups(g_k.to(at::kFloat), groups));
-        dwhole[1].narrow(2, first, count).add_(to_groups(g_v.to(at::kFloat), groups));
+        dwhole[0].narrow(2, first, count).add_(to_groups(g_k.to(acc), groups));
+        dwhole[1].narrow(2, first, count).add_(to_groups(g_v.to(acc), groups));
       }
     }
     // Each rank's chunks summed over every rank's queries, back to their owner.
@@ -293,7 +325,7 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
     at::Tensor mine = at::empty(slots.sizes().slice(1), slots.options());
     pc.comm->reduce_scatter(mine, slots, *pc.cp).wait();
     return {dq.to(q.scalar_type()), mine[0].to(q.scalar_type()), mine[1].to(q.scalar_type()), at::Tensor(),
-            at::Tensor()};
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -320,7 +352,7 @@ at::Tensor cp_local_positions(std::int64_t seq_length, int cp, int cp_rank, cons
 }
 
 at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                                      CpCommType type, const ParallelContext& pc) {
+                                      double dropout_p, CpCommType type, const ParallelContext& pc) {
   MEGATRON_CHECK(pc.cp != nullptr, "context-parallel attention needs the context-parallel group");
   MEGATRON_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
                      q.size(1) == k.size(1) && q.size(3) == k.size(3) && k.size(2) > 0 && q.size(2) % k.size(2) == 0,
@@ -331,8 +363,8 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
   const auto to_blocks = [](const at::Tensor& t) { return t.permute({1, 2, 0, 3}).contiguous(); };
   const auto address = reinterpret_cast<std::int64_t>(&pc);
   const at::Tensor out = type == CpCommType::kAllGather
-                             ? AllGatherAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, address)
-                             : RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, address);
+                             ? AllGatherAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, dropout_p, address)
+                             : RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, dropout_p, address);
   return out.permute({2, 0, 1, 3}).reshape({q.size(0), q.size(1), q.size(2) * q.size(3)});
 }
 

@@ -292,8 +292,6 @@ void Resolver::model() {
             "--seq-length (" + num(std::int64_t{m.seq_length}) + ") must be a multiple of 2 x --context-parallel-size x " +
                 "--tensor-model-parallel-size (" + num(std::int64_t{2 * cp * tp}) + ") with --sequence-parallel");
     }
-    unsupported(m.attention_dropout > 0, "--attention-dropout " + num(m.attention_dropout) + " with --context-parallel-size " +
-                num(std::int64_t{cp}), "context-parallel attention has no dropout; pass --attention-dropout 0");
     unsupported(a_.data.reset_attention_mask, "--reset-attention-mask with --context-parallel-size " + num(std::int64_t{cp}),
                 "context-parallel attention is plain causal");
   }

@@ -15,11 +15,14 @@
 // attended to, in full, only by the second local chunk. Every off-diagonal step is half a block,
 // unmasked. The backward pass runs the same ring again: the query gradient stays, the key and
 // value gradients of the block a rank holds travel with it and arrive, complete, at its owner after
-// the last step. Block attention is ATen's flash attention that returns the log-sum-exp (on CPU
-// _scaled_dot_product_flash_attention_for_cpu and its backward, which take the final output and
-// log-sum-exp, so each block's gradient is exact). Grouped-query keys and values travel grouped
-// (ng heads); each block repeats them to the query heads only for its own computation, and sums
-// their gradients back per group before they travel.
+// the last step. Each block is kernels/aten/attention_block_ops.h: FlashAttention-2 or the
+// memory-efficient kernel on CUDA tensors, ATen's CPU flash attention on CPU tensors (the explicit
+// reference with dropout), all returning the log-sum-exp; the backward of a block takes the final
+// output and log-sum-exp, so each block's gradient is exact. Grouped-query keys and values travel
+// grouped (ng heads); each block repeats them to the query heads only for its own computation, and
+// sums their gradients back per group before they travel. Attention dropout masks each block's
+// probabilities as the fused kernels do (Megatron with Transformer Engine does the same per ring
+// step); every block's mask is drawn again, identically, in the backward.
 //
 // --cp-comm-type all_gather: every rank gathers the keys and values of the whole sequence once,
 // before its first block, and keeps them for the backward (CP x its own K/V of memory). Each
@@ -54,8 +57,10 @@ at::Tensor cp_local_positions(std::int64_t seq_length, int cp, int cp_rank, cons
 // across `pc.cp`. q: [s_local, b, np, hn]; k, v: [s_local, b, ng, hn] (np a multiple of ng), all
 // this rank's chunks as cp_local_chunks gives them. Returns [s_local, b, np * hn] in q's dtype;
 // differentiable in q, k and v. `scale` multiplies the scores (1 / sqrt(hn) by default in
-// Megatron). Every rank of the CP group must call it in the same order.
+// Megatron). dropout_p drops attention probabilities with masks from the device's default
+// generator (fork it to the model-parallel stream around the call). Every rank of the CP group must
+// call it in the same order.
 at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                                      CpCommType type, const ParallelContext& pc);
+                                      double dropout_p, CpCommType type, const ParallelContext& pc);
 
 }  // namespace megatron::parallel

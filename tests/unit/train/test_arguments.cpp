@@ -278,9 +278,8 @@ TEST(Arguments, MegatronsParallelRules) {
                   {"--cp-comm-type with one type per layer is not supported"});
   EXPECT_EQ(parse_arguments(with(cp2, {"--cp-comm-type", "all_gather"}), all).parallel.cp_comm_type,
             (std::vector<std::string>{"all_gather"}));
-  expect_contains(problem_of(with(base(), {"--context-parallel-size", "2"}), all),
-                  {"--attention-dropout 0.1 with --context-parallel-size 2 is not supported by this build yet: "
-                   "context-parallel attention has no dropout; pass --attention-dropout 0"});
+  // Megatron's default attention dropout (0.1) trains under context parallelism.
+  EXPECT_DOUBLE_EQ(parse_arguments(with(base(), {"--context-parallel-size", "2"}), all).model.attention_dropout, 0.1);
   expect_contains(problem_of(with(cp2, {"--reset-attention-mask"}), all),
                   {"--reset-attention-mask with --context-parallel-size 2 is not supported"});
   expect_contains(problem_of(with(base(), {"--fp16", "--bf16"}), all), {"--fp16 and --bf16 cannot be used together"});

@@ -90,7 +90,7 @@ GptModel::GptModel(const ModelConfig& config, const parallel::ParallelContext& p
   layers_.reserve(static_cast<std::size_t>(stage.num_layers));
   for (int i = 0; i < stage.num_layers; ++i) {
     const std::string global = "decoder.layers." + std::to_string(stage.first_layer + i) + ".";
-    layers_.emplace_back(config, init.scope(global), pc, sequence_parallel_, opts);
+    layers_.emplace_back(config, init.scope(global), pc, sequence_parallel_, opts, stage.first_layer + i);
     layers_.back().collect("decoder.layers." + std::to_string(i) + ".", parameters_);
   }
   if (post_process_) {

@@ -32,6 +32,10 @@ std::vector<std::string> ModelConfig::validate() const {
   need(init_method_std >= 0, "--init-method-std must not be negative");
   need(attention_dropout >= 0 && attention_dropout < 1, "--attention-dropout must be in [0, 1)");
   need(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
+  if (moe.enabled()) {
+    const std::vector<std::string> more = moe.validate();
+    problems.insert(problems.end(), more.begin(), more.end());
+  }
   return problems;
 }
 
@@ -123,6 +127,24 @@ void visit_fields(Config& c, F& f) {
   f.choice("recompute_granularity", c.recompute_granularity);
   f.choice("recompute_method", c.recompute_method);
   f("recompute_num_layers", c.recompute_num_layers);
+  f("num_experts", c.moe.num_experts);
+  f("moe_layer_freq", c.moe.layer_freq);
+  f("moe_ffn_hidden_size", c.moe.ffn_hidden_size);
+  f("moe_shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size);
+  f("moe_router_topk", c.moe.router_topk);
+  f.choice("moe_router_score_function", c.moe.score_function);
+  f("moe_router_pre_softmax", c.moe.router_pre_softmax);
+  f("moe_router_topk_scaling_factor", c.moe.router_topk_scaling_factor);
+  f("moe_router_num_groups", c.moe.router_num_groups);
+  f("moe_router_group_topk", c.moe.router_group_topk);
+  f("moe_router_enable_expert_bias", c.moe.router_enable_expert_bias);
+  f("moe_router_bias_update_rate", c.moe.router_bias_update_rate);
+  f.choice("moe_router_load_balancing_type", c.moe.load_balancing);
+  f("moe_aux_loss_coeff", c.moe.aux_loss_coeff);
+  f("moe_z_loss_coeff", c.moe.z_loss_coeff);
+  f("moe_expert_capacity_factor", c.moe.expert_capacity_factor);
+  f("moe_pad_expert_input_to_capacity", c.moe.pad_expert_input_to_capacity);
+  f.choice("moe_token_drop_policy", c.moe.token_drop_policy);
 }
 
 class Writer {
@@ -142,7 +164,9 @@ class Writer {
 constexpr const char* kShapeKeys[] = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                                       "num_query_groups", "kv_channels", "max_position_embeddings",
                                       "position_embedding_type", "rotary_percent", "normalization", "swiglu",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size"};
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size",
+                                      "num_experts", "moe_layer_freq", "moe_ffn_hidden_size",
+                                      "moe_shared_expert_intermediate_size"};
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "megatron/kernels/ops.h"
+#include "megatron/model/moe_layer.h"
 
 namespace megatron::model {
 
@@ -106,13 +107,25 @@ void Mlp::collect(const std::string& prefix, ParameterList& out) const {
 
 TransformerLayer::TransformerLayer(const ModelConfig& c, const parallel::ParameterInit& init,
                                    const parallel::ParallelContext& pc, bool sequence_parallel,
-                                   const at::TensorOptions& options)
+                                   const at::TensorOptions& options, int layer)
     : hidden_dropout_(c.hidden_dropout),
       sequence_parallel_(sequence_parallel),
       input_layernorm_(c, sequence_parallel, options),
       self_attention_(c, init.scope(kAttention), pc, layer_linear_options(c, sequence_parallel, options)),
-      pre_mlp_layernorm_(c, sequence_parallel, options),
-      mlp_(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options)) {}
+      pre_mlp_layernorm_(c, sequence_parallel, options) {
+  if (c.moe.is_moe_layer(layer)) {
+    moe_ = std::make_unique<MoeLayer>(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options));
+  } else {
+    mlp_.emplace(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options));
+  }
+}
+
+TransformerLayer::TransformerLayer(TransformerLayer&&) noexcept = default;
+TransformerLayer::~TransformerLayer() = default;
+
+std::pair<at::Tensor, at::Tensor> TransformerLayer::mlp_forward(const at::Tensor& x, const ForwardContext& ctx) const {
+  return moe_ ? moe_->forward(x, ctx) : mlp_->forward(x);
+}
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const {
   auto bias_dropout = [&](const at::Tensor& out, const at::Tensor& bias) {
@@ -121,14 +134,14 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, const at::Tensor& mask
   auto [attn, attn_bias] = self_attention_.forward(input_layernorm_.forward(x), mask, ctx);
   // h = x + dropout(attn + bias), and norm2(h), in one fused op.
   const auto [normed, h] = pre_mlp_layernorm_.forward(bias_dropout(attn, attn_bias), x);
-  auto [mlp, mlp_bias] = mlp_.forward(normed);
+  auto [mlp, mlp_bias] = mlp_forward(normed, ctx);
   return h + bias_dropout(mlp, mlp_bias);
 }
 
 at::Tensor TransformerLayer::forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const {
   auto [attn, attn_bias] = self_attention_.forward_cached(input_layernorm_.forward(x), keys, values);
   const auto [normed, h] = pre_mlp_layernorm_.forward(attn_bias.defined() ? attn + attn_bias : attn, x);
-  auto [mlp, mlp_bias] = mlp_.forward(normed);
+  auto [mlp, mlp_bias] = mlp_forward(normed, ForwardContext{false});
   return h + (mlp_bias.defined() ? mlp + mlp_bias : mlp);
 }
 
@@ -136,7 +149,11 @@ void TransformerLayer::collect(const std::string& prefix, ParameterList& out) co
   input_layernorm_.collect(prefix + kInputNorm, out);
   self_attention_.collect(prefix + kAttention, out);
   pre_mlp_layernorm_.collect(prefix + kMlpNorm, out);
-  mlp_.collect(prefix + kMlp, out);
+  if (moe_) {
+    moe_->collect(prefix + kMlp, out);
+  } else {
+    mlp_->collect(prefix + kMlp, out);
+  }
 }
 
 }  // namespace megatron::model

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "megatron/core/enum_names.h"
+#include "megatron/model/moe_config.h"
 
 namespace megatron::model {
 
@@ -69,6 +70,7 @@ struct ModelConfig {
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
   std::int64_t padded_vocab_size = 128;
+  MoeConfig moe;  // mixture of experts (num_experts 0: none)
   // --sequence-parallel: between the tensor-parallel regions activations are [s/tp, b, h]; norms
   // and hidden dropout see only this rank's tokens. Ignored at TP size 1 (as Megatron does).
   bool sequence_parallel = false;

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,10 @@ struct ForwardContext {
   // The model-parallel stream (seeded per TP rank): attention dropout, and hidden and embedding
   // dropout under sequence parallelism (Megatron forks its tracker there).
   at::Generator* model_parallel_gen = nullptr;
+
+  // What the backward multiplies the MoE layers' auxiliary losses by: the main loss's own factor
+  // (its loss scale over the number of micro-batches; Megatron's MoEAuxLossAutoScaler scale).
+  double moe_aux_loss_scale = 1.0;
 
   // The generator of hidden / embedding dropout.
   at::Generator* hidden_gen(bool sequence_parallel) const {
@@ -113,11 +118,16 @@ class Mlp {
 // Whether scaled-dot-product attention runs for inputs on `device` (see AttentionBackend).
 bool uses_sdpa(AttentionBackend backend, const at::Device& device);
 
+class MoeLayer;
+
 class TransformerLayer {
  public:
-  // sequence_parallel: the effective setting (config.sequence_parallel and TP > 1).
+  // sequence_parallel: the effective setting (config.sequence_parallel and TP > 1); layer: the
+  // global 0-based number, which decides whether the MLP is a mixture of experts.
   TransformerLayer(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
-                   bool sequence_parallel, const at::TensorOptions& options);
+                   bool sequence_parallel, const at::TensorOptions& options, int layer = 0);
+  TransformerLayer(TransformerLayer&&) noexcept;
+  ~TransformerLayer();
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask, const ForwardContext& ctx) const;
   // The same layer over new tokens with this layer's key/value cache (SelfAttention::forward_cached).
   at::Tensor forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const;
@@ -129,7 +139,10 @@ class TransformerLayer {
   Norm input_layernorm_;
   SelfAttention self_attention_;
   Norm pre_mlp_layernorm_;
-  Mlp mlp_;
+  std::optional<Mlp> mlp_;       // a dense layer
+  std::unique_ptr<MoeLayer> moe_;  // an MoE layer
+
+  std::pair<at::Tensor, at::Tensor> mlp_forward(const at::Tensor& x, const ForwardContext& ctx) const;
 };
 
 }  // namespace megatron::model

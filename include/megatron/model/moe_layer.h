@@ -1,0 +1,81 @@
+// A mixture-of-experts MLP as Megatron-Core's MoELayer computes it (core_v0.12): the top-k router
+// (moe/router.py TopKRouter with moe_utils' routing), its load-balancing and z losses, token
+// dropping at a capacity, the tokens permuted by expert, the experts as grouped GEMMs, the expert
+// outputs weighted by their probabilities and summed back per token, and an optional shared
+// expert added.
+//
+// Tokens are the rows of x [s, b, h] flattened (token t = s_index * b + b_index). The router's
+// gating GEMM, softmax/sigmoid, top-k and the weighting of the expert outputs run in fp32 (Megatron's
+// --moe-router-dtype fp32). The auxiliary losses do not change the output: each is attached to a
+// tensor of the forward pass so that the backward adds its gradient, scaled as the main loss is
+// (ForwardContext::moe_aux_loss_scale; Megatron's MoEAuxLossAutoScaler).
+// This file covers one rank holding every expert (expert parallelism 1, tensor parallelism 1 for
+// the experts); the parameters are named as Megatron-Core's distributed checkpoints name them,
+// one tensor per layer with the expert as its first dimension.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "megatron/model/transformer_layer.h"
+
+namespace megatron::model {
+
+// What the router decided for T tokens over E experts.
+struct Routing {
+  at::Tensor probs;        // [T, E] fp32: each token's weight per expert, 0 where not routed
+  at::Tensor routing_map;  // [T, E] bool: the (token, expert) pairs computed (after dropping)
+  at::Tensor tokens_per_expert;  // [E] int64: top-k selections per expert before dropping
+  // The losses' values as Megatron logs them (divided by their coefficients): detached scalars,
+  // undefined when not computed (not training, or a coefficient of 0).
+  at::Tensor load_balancing_loss, z_loss;
+};
+
+class Router {
+ public:
+  Router(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
+         const at::TensorOptions& options);
+  // x [T, h]: the routing; attaches the auxiliary losses (training only) to the graph.
+  Routing route(const at::Tensor& x, std::int64_t seq_length, const ForwardContext& ctx) const;
+  void collect(const std::string& prefix, ParameterList& out) const;
+  // Aux-loss-free balancing (--moe-router-enable-expert-bias): the bias added to the sigmoid scores
+  // for selection only, and the tokens routed to each expert since the last update.
+  const at::Tensor& expert_bias() const { return expert_bias_; }
+  const at::Tensor& tokens_since_update() const { return local_tokens_; }
+
+ private:
+  at::Tensor select(const at::Tensor& logits, at::Tensor& probs, at::Tensor& indices) const;
+
+  MoeConfig moe_;
+  at::Tensor weight_;       // [E, h]
+  at::Tensor expert_bias_;  // [E] fp32 buffer (defined with expert bias)
+  at::Tensor local_tokens_; // [E] fp32
+};
+
+class MoeLayer {
+ public:
+  MoeLayer(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
+           const parallel::LinearOptions& options);
+  // x [s, b, h] -> (output [s, b, h], undefined bias), as Mlp::forward.
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const ForwardContext& ctx) const;
+  // The routing of the last forward (for tests and logging).
+  const Routing& last_routing() const { return last_; }
+  const Router& router() const { return router_; }
+  void collect(const std::string& prefix, ParameterList& out) const;
+
+ private:
+  at::Tensor experts(const at::Tensor& tokens, const at::Tensor& tokens_per_expert) const;
+
+  bool swiglu_;
+  int num_experts_;
+  Router router_;
+  at::Tensor fc1_;  // [E, (2) F, h]: [gate; up] per expert with SwiGLU
+  at::Tensor fc2_;  // [E, h, F]
+  std::optional<Mlp> shared_experts_;
+  mutable Routing last_;
+};
+
+}  // namespace megatron::model

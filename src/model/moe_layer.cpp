@@ -1,0 +1,215 @@
+// The mixture-of-experts MLP (see moe_layer.h): router, auxiliary losses, token dropping,
+// permutation, grouped experts, weighted sum back per token, shared expert.
+#include "megatron/model/moe_layer.h"
+
+#include <torch/autograd.h>
+
+#include <cmath>
+#include <limits>
+
+#include "megatron/core/check.h"
+#include "megatron/kernels/ops.h"
+
+namespace megatron::model {
+namespace {
+
+constexpr const char* kRouter = "router.";
+constexpr const char* kExperts = "experts.";
+constexpr const char* kSharedExperts = "shared_experts.";
+
+// Megatron's MoEAuxLossAutoScaler: the identity on `x` in the forward; in the backward, the
+// gradient of `x` plus `scale` for the auxiliary loss, so that the loss's own graph (the router)
+// receives d(scale * loss).
+class AttachAuxLoss : public torch::autograd::Function<AttachAuxLoss> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& loss,
+                            double scale) {
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["loss_options"] = loss.scalar_type();
+    return x.clone();
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const at::Tensor loss_grad =
+        at::full({}, scale, grads[0].options().dtype(ctx->saved_data["loss_options"].toScalarType()));
+    return {grads[0], loss_grad, at::Tensor()};
+  }
+};
+
+// The top-k of `scores` [T, E] along experts; with group-limited routing only within the
+// `group_topk` groups whose best k / group_topk scores sum highest (moe_utils.group_limited_topk).
+std::tuple<at::Tensor, at::Tensor> topk_of(const at::Tensor& scores, const MoeConfig& moe) {
+  if (moe.router_group_topk <= 0) return scores.topk(moe.router_topk, -1);
+  const std::int64_t tokens = scores.size(0), groups = moe.router_num_groups, per_group = scores.size(1) / groups;
+  const at::Tensor group_scores =
+      std::get<0>(scores.view({tokens, groups, per_group}).topk(moe.router_topk / moe.router_group_topk, -1)).sum(-1);
+  const at::Tensor chosen = std::get<1>(group_scores.topk(moe.router_group_topk, -1));
+  const at::Tensor group_mask = at::zeros({tokens, groups}, scores.options().dtype(at::kBool)).scatter_(1, chosen, true);
+  const at::Tensor keep = group_mask.unsqueeze(-1).expand({tokens, groups, per_group}).reshape({tokens, -1});
+  return scores.masked_fill(keep.logical_not(), -std::numeric_limits<double>::infinity()).topk(moe.router_topk, -1);
+}
+
+// Which (token, expert) pairs survive an expert capacity: each expert keeps `capacity` tokens, its
+// most probable ones (policy probs) or its earliest routed ones (policy position), padded with
+// unrouted tokens when fewer were routed. [T, E] bool.
+at::Tensor capacity_mask(const at::Tensor& probs, const at::Tensor& map, const MoeConfig& moe) {
+  const std::int64_t tokens = probs.size(0), experts = probs.size(1);
+  const double wanted = std::ceil(static_cast<double>(tokens * moe.router_topk) / experts * moe.expert_capacity_factor);
+  const std::int64_t capacity = std::min<std::int64_t>(static_cast<std::int64_t>(wanted), tokens);
+  at::Tensor score = probs;
+  if (moe.token_drop_policy == TokenDropPolicy::kPosition) {  // routed first, then by position
+    const at::Tensor earlier = at::arange(tokens, 0, -1, probs.options()).unsqueeze(1);
+    score = map.to(probs.scalar_type()) * (2.0 * tokens) + earlier;
+  }
+  const at::Tensor kept = std::get<1>(score.topk(capacity, 0));
+  return at::zeros_like(map).scatter_(0, kept, true);
+}
+
+// x [N, in] rows grouped by expert (`offsets`: the cumulative row counts, int32) times each
+// expert's weight [E, out, in] transposed: LibTorch's grouped matrix multiply (CPU and CUDA), or
+// one product per expert where its alignment rules (rows of 16 bytes) or dtypes do not hold.
+at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& counts) {
+  const at::ScalarType t = x.scalar_type();
+  const std::int64_t align = 16 / static_cast<std::int64_t>(x.element_size());
+  const bool grouped = (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) && weight.size(1) % align == 0 &&
+                       weight.size(2) % align == 0;
+  if (grouped) return at::_grouped_mm(x, weight.transpose(1, 2), counts.cumsum(0).to(at::kInt));
+  std::vector<at::Tensor> parts;
+  std::int64_t row = 0;
+  const auto per_expert = counts.cpu();
+  for (std::int64_t e = 0; e < weight.size(0); ++e) {
+    const std::int64_t n = per_expert[e].item<std::int64_t>();
+    parts.push_back(at::matmul(x.narrow(0, row, n), weight[e].t()));
+    row += n;
+  }
+  return at::cat(parts, 0);
+}
+
+}  // namespace
+
+Router::Router(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
+               const at::TensorOptions& options)
+    : moe_(c.moe),
+      weight_(init.normal("weight", {c.moe.num_experts, c.hidden_size}, c.init_method_std, {}, pc, options)) {
+  const auto fp32 = options.dtype(at::kFloat);
+  local_tokens_ = at::zeros({c.moe.num_experts}, fp32);
+  if (moe_.router_enable_expert_bias) expert_bias_ = at::zeros({c.moe.num_experts}, fp32);
+}
+
+Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const ForwardContext& ctx) const {
+  const bool training = ctx.training && at::GradMode::is_enabled();
+  const std::int64_t tokens = x.size(0), experts = moe_.num_experts, k = moe_.router_topk;
+  at::Tensor logits = at::linear(x.to(at::kFloat), weight_.to(at::kFloat));  // [T, E]
+  Routing r;
+  if (training && moe_.z_loss_coeff > 0) {
+    const at::Tensor z = at::logsumexp(logits, -1).square().mean() * moe_.z_loss_coeff;
+    r.z_loss = z.detach() / moe_.z_loss_coeff;
+    logits = AttachAuxLoss::apply(logits, z, ctx.moe_aux_loss_scale);
+  }
+  at::Tensor probs, indices;
+  if (moe_.score_function == RouterScore::kSigmoid) {
+    const at::Tensor scores = at::sigmoid(logits);
+    indices = std::get<1>(topk_of(expert_bias_.defined() ? scores + expert_bias_ : scores, moe_));
+    probs = scores.gather(1, indices);
+    if (k > 1) probs = probs / (probs.sum(-1, /*keepdim=*/true) + 1e-20);
+  } else if (moe_.router_pre_softmax) {
+    std::tie(probs, indices) = topk_of(at::softmax(logits, -1), moe_);
+  } else {
+    at::Tensor top;
+    std::tie(top, indices) = topk_of(logits, moe_);
+    probs = at::softmax(top, -1);
+  }
+  if (moe_.router_topk_scaling_factor > 0) probs = probs * moe_.router_topk_scaling_factor;
+  r.probs = at::zeros({tokens, experts}, probs.options()).scatter(1, indices, probs);
+  const at::Tensor selected = at::zeros({tokens, experts}, x.options().dtype(at::kBool)).scatter_(1, indices, true);
+  r.tokens_per_expert = selected.sum(0);
+  r.routing_map = selected;
+  if (moe_.expert_capacity_factor > 0) {
+    const at::Tensor keep = capacity_mask(r.probs.detach(), selected, moe_);
+    r.routing_map = moe_.pad_expert_input_to_capacity ? keep : selected.logical_and(keep);
+    r.probs = r.probs * r.routing_map;
+  }
+  const double coeff = moe_.aux_loss_coeff;
+  if (training && coeff > 0 && moe_.load_balancing != LoadBalancing::kNone) {
+    // The scores the loss balances: every expert's probability, not only the selected ones'.
+    at::Tensor scores = moe_.score_function == RouterScore::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
+    if (moe_.score_function == RouterScore::kSigmoid && k > 1) scores = scores / (scores.sum(-1, true) + 1e-20);
+    at::Tensor loss;
+    if (moe_.load_balancing == LoadBalancing::kAuxLoss) {  // switch_load_balancing_loss_func
+      const double n = static_cast<double>(tokens);
+      loss = (scores.sum(0) * r.tokens_per_expert.to(at::kFloat)).sum() *
+             (coeff * static_cast<double>(experts) / (static_cast<double>(k) * n * n));
+    } else {  // sequence_load_balancing_loss_func: per sequence, then the mean over the batch
+      const std::int64_t batch = tokens / seq_length;
+      const at::Tensor per_seq = selected.view({seq_length, batch, experts}).sum(0).to(at::kFloat) /
+                                 (static_cast<double>(seq_length * k) / static_cast<double>(experts));
+      loss = (per_seq * scores.view({seq_length, batch, experts}).mean(0)).sum(-1).mean() * coeff;
+    }
+    r.load_balancing_loss = loss.detach() / coeff;
+    r.probs = AttachAuxLoss::apply(r.probs, loss, ctx.moe_aux_loss_scale);
+  }
+  if (training && expert_bias_.defined()) local_tokens_.add_(r.routing_map.sum(0).to(at::kFloat));
+  return r;
+}
+
+void Router::collect(const std::string& prefix, ParameterList& out) const {
+  out.add(prefix + "weight", weight_, {});
+}
+
+MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
+                   const parallel::LinearOptions& options)
+    : swiglu_(c.swiglu),
+      num_experts_(c.moe.num_experts),
+      router_(c, init.scope(kRouter), pc, options.tensor_options) {
+  MEGATRON_CHECK(parallel::tp_size(pc) == 1, "MoE layers run at --tensor-model-parallel-size 1 in this build");
+  const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), h = c.hidden_size;
+  const parallel::ParameterInit experts = init.scope(kExperts);
+  fc1_ = experts.normal("linear_fc1.weight", {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, c.init_method_std, {}, pc,
+                        options.tensor_options);
+  fc2_ = experts.normal("linear_fc2.weight", {num_experts_, h, ffn},
+                        c.init_method_std / std::sqrt(2.0 * c.num_layers), {}, pc, options.tensor_options);
+  if (c.moe.shared_expert_intermediate_size > 0) {
+    ModelConfig shared = c;
+    shared.ffn_hidden_size = c.moe.shared_expert_intermediate_size;
+    parallel::LinearOptions shared_options = options;
+    shared_options.bias = false;
+    shared_experts_.emplace(shared, init.scope(kSharedExperts), pc, shared_options);
+  }
+}
+
+at::Tensor MoeLayer::experts(const at::Tensor& tokens, const at::Tensor& tokens_per_expert) const {
+  at::Tensor h = grouped_linear(tokens, fc1_, tokens_per_expert);
+  if (swiglu_) {
+    const auto halves = h.chunk(2, -1);  // [gate ; up]
+    h = at::silu(halves[0]) * halves[1];
+  } else {
+    h = at::gelu(h);
+  }
+  return grouped_linear(h, fc2_, tokens_per_expert);
+}
+
+std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const ForwardContext& ctx) const {
+  const std::int64_t s = x.size(0), b = x.size(1), h = x.size(2);
+  const at::Tensor tokens = x.reshape({s * b, h});
+  last_ = router_.route(tokens, s, ctx);
+  // The (expert, token) pairs by expert, then by token (moe_utils.permute's order).
+  const at::Tensor pairs = last_.routing_map.t().nonzero();
+  const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);
+  const at::Tensor out = experts(tokens.index_select(0, token_of), last_.routing_map.sum(0));
+  // Weighted by the routing probabilities after fc2 and summed per token, in fp32.
+  const at::Tensor weights = last_.probs.index({token_of, expert_of}).unsqueeze(1);
+  at::Tensor combined = at::zeros({s * b, h}, x.options().dtype(at::kFloat)).index_add(0, token_of, out.to(at::kFloat) * weights);
+  at::Tensor result = combined.to(x.scalar_type()).view({s, b, h});
+  if (shared_experts_) result = result + shared_experts_->forward(x).first;
+  return {result, at::Tensor()};
+}
+
+void MoeLayer::collect(const std::string& prefix, ParameterList& out) const {
+  router_.collect(prefix + kRouter, out);
+  out.add(prefix + kExperts + "linear_fc1.weight", fc1_, {});
+  out.add(prefix + kExperts + "linear_fc2.weight", fc2_, {});
+  if (shared_experts_) shared_experts_->collect(prefix + kSharedExperts, out);
+}
+
+}  // namespace megatron::model

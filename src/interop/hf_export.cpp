@@ -36,7 +36,10 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   const bool rope = c.position_embedding == model::PositionEmbedding::kRope;
   const bool rms = c.normalization == model::Normalization::kRmsNorm;
   std::vector<std::string> problems;
-  if (!rope && !rms && !c.swiglu) {
+  if (c.moe.enabled()) {
+    problems.push_back("--num-experts " + std::to_string(c.moe.num_experts) +
+                       ": mixture-of-experts models are not exported to HuggingFace yet");
+  } else if (!rope && !rms && !c.swiglu) {
     if (c.num_query_groups != c.num_attention_heads) {
       problems.push_back("--group-query-attention --num-query-groups " + std::to_string(c.num_query_groups) +
                          ": GPT-2 has one key/value head per query head");

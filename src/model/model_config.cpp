@@ -209,8 +209,18 @@ std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first
   const std::int64_t fc1_out = (swiglu ? 2 * std::int64_t{ffn_hidden_size} : ffn_hidden_size) / tp;
   const std::int64_t ffn = ffn_hidden_size / tp;
   std::int64_t layer = add(add(norm, mul(qkv, add(h, bias))), add(mul(q, h), bias * h));        // attention
-  layer = add(layer, add(add(norm, mul(fc1_out, add(h, bias))), add(mul(ffn, h), bias * h)));  // MLP
-  std::int64_t total = mul(layers, layer);
+  const std::int64_t dense_mlp = add(add(norm, mul(fc1_out, add(h, bias))), add(mul(ffn, h), bias * h));
+  std::int64_t total = mul(layers, add(layer, dense_mlp));
+  if (moe.enabled()) {  // MoE layers: the router, every expert, the shared expert, in place of the MLP
+    const std::int64_t f = moe.expert_ffn_hidden_size(ffn_hidden_size), fs = moe.shared_expert_intermediate_size;
+    const std::int64_t glu = swiglu ? 2 : 1;
+    const std::int64_t moe_mlp = add(add(norm, mul(moe.num_experts, h)),
+                                     add(mul(moe.num_experts, mul(mul(add(glu, 1), f), h)) / tp, mul(mul(add(glu, 1), fs), h) / tp));
+    const int all = moe.num_moe_layers(num_layers);
+    // Which of `layers` are MoE layers is known for the whole model; for a part, its share.
+    const std::int64_t moe_layers = layers == num_layers ? all : (layers * all + num_layers / 2) / std::max(1, num_layers);
+    total = add(total, mul(moe_layers, moe_mlp - dense_mlp));
+  }
   const std::int64_t vocab_rows = mul(padded_vocab_size / tp, h);
   if (first_chunk) {
     total = add(total, vocab_rows);

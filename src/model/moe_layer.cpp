@@ -193,6 +193,7 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
   const std::int64_t s = x.size(0), b = x.size(1), h = x.size(2);
   const at::Tensor tokens = x.reshape({s * b, h});
   last_ = router_.route(tokens, s, ctx);
+  if (ctx.moe_losses != nullptr) ctx.moe_losses->add(last_.z_loss, last_.load_balancing_loss);
   // The (expert, token) pairs by expert, then by token (moe_utils.permute's order).
   const at::Tensor pairs = last_.routing_map.t().nonzero();
   const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);

@@ -61,6 +61,11 @@ inline constexpr std::string_view kImplementedTokenizers[] = {
     "GPT2BPETokenizer", "HuggingFaceTokenizer", "TikTokenizer", "NullTokenizer", "SentencePieceTokenizer",
     "GPTSentencePieceTokenizer", "Llama2Tokenizer"};
 inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
+inline constexpr std::string_view kLoadBalancingChoices[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none"};
+inline constexpr std::string_view kDispatcherChoices[] = {"allgather", "alltoall", "flex", "alltoall_seq"};
+inline constexpr std::string_view kImplementedDispatchers[] = {"allgather", "alltoall"};
+inline constexpr std::string_view kRouterDtypeChoices[] = {"fp32", "fp64"};
+inline constexpr std::string_view kImplementedRouterDtypes[] = {"fp32"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
 // The name a flag is reported by: the first of its aliases ("--a" of "--a,--b").
@@ -106,6 +111,33 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"recompute_method", "--recompute-method", K::kValue, "uniform or block (with full)."}, m.recompute_method);
   f(FieldSpec{"recompute_num_layers", "--recompute-num-layers", K::kValue, "Layers per recomputed chunk (uniform) or recomputed layers per stage (block)."}, m.recompute_num_layers);
   f(FieldSpec{"recompute_modules", "--recompute-modules", K::kList, "Modules recomputed with selective granularity (core_attn)."}, m.recompute_modules);
+
+  auto& e = a.moe;
+  f(FieldSpec{"num_experts", "--num-experts", K::kValue, "Experts per MoE layer (mixture of experts)."}, e.num_experts);
+  f(FieldSpec{"moe_layer_freq", "--moe-layer-freq", K::kValue, "Layer i (0-based) is an MoE layer when i % freq == 0."}, e.moe_layer_freq);
+  f(FieldSpec{"moe_ffn_hidden_size", "--moe-ffn-hidden-size", K::kValue, "Each expert's MLP size; default --ffn-hidden-size."}, e.moe_ffn_hidden_size);
+  f(FieldSpec{"moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size", K::kValue, "MLP size of the shared expert every token also passes (none by default)."}, e.moe_shared_expert_intermediate_size);
+  f(FieldSpec{"moe_shared_expert_overlap", "--moe-shared-expert-overlap", K::kStoreTrue, "Overlap the shared expert with the token dispatch."}, e.moe_shared_expert_overlap);
+  f(FieldSpec{"moe_grouped_gemm", "--moe-grouped-gemm", K::kStoreTrue, "Experts as one grouped GEMM (always so in this build)."}, e.moe_grouped_gemm);
+  f(FieldSpec{"moe_router_load_balancing_type", "--moe-router-load-balancing-type", K::kValue, "aux_loss, seq_aux_loss or none.", DumpStyle::kPlain, {kLoadBalancingChoices, {}}}, e.moe_router_load_balancing_type);
+  f(FieldSpec{"moe_router_topk", "--moe-router-topk", K::kValue, "Experts per token."}, e.moe_router_topk);
+  f(FieldSpec{"moe_router_score_function", "--moe-router-score-function", K::kValue, "softmax or sigmoid."}, e.moe_router_score_function);
+  f(FieldSpec{"moe_router_pre_softmax", "--moe-router-pre-softmax", K::kStoreTrue, "Softmax over all experts before the top-k (else over the chosen k)."}, e.moe_router_pre_softmax);
+  f(FieldSpec{"moe_router_topk_scaling_factor", "--moe-router-topk-scaling-factor", K::kValue, "Multiplies the routing probabilities."}, e.moe_router_topk_scaling_factor);
+  f(FieldSpec{"moe_router_num_groups", "--moe-router-num-groups", K::kValue, "Expert groups of group-limited routing."}, e.moe_router_num_groups);
+  f(FieldSpec{"moe_router_group_topk", "--moe-router-group-topk", K::kValue, "Groups a token's experts come from (group-limited routing)."}, e.moe_router_group_topk);
+  f(FieldSpec{"moe_router_enable_expert_bias", "--moe-router-enable-expert-bias", K::kStoreTrue, "Aux-loss-free balancing: a per-expert bias on the selection scores, updated each step."}, e.moe_router_enable_expert_bias);
+  f(FieldSpec{"moe_router_bias_update_rate", "--moe-router-bias-update-rate", K::kValue, "Step of the expert bias update."}, e.moe_router_bias_update_rate);
+  f(FieldSpec{"moe_router_dtype", "--moe-router-dtype", K::kValue, "Routing precision (fp32 here).", DumpStyle::kPlain, {kRouterDtypeChoices, kImplementedRouterDtypes}}, e.moe_router_dtype);
+  f(FieldSpec{"moe_aux_loss_coeff", "--moe-aux-loss-coeff", K::kValue, "Coefficient of the load-balancing loss (0: none)."}, e.moe_aux_loss_coeff);
+  f(FieldSpec{"moe_z_loss_coeff", "--moe-z-loss-coeff", K::kValue, "Coefficient of the router z-loss."}, e.moe_z_loss_coeff);
+  f(FieldSpec{"moe_input_jitter_eps", "--moe-input-jitter-eps", K::kValue, "Multiplicative jitter of the router input."}, e.moe_input_jitter_eps);
+  f(FieldSpec{"moe_per_layer_logging", "--moe-per-layer-logging", K::kStoreTrue, "Log each MoE layer's auxiliary losses."}, e.moe_per_layer_logging);
+  f(FieldSpec{"moe_token_dispatcher_type", "--moe-token-dispatcher-type", K::kValue, "allgather or alltoall.", DumpStyle::kPlain, {kDispatcherChoices, kImplementedDispatchers}}, e.moe_token_dispatcher_type);
+  f(FieldSpec{"moe_permute_fusion", "--moe-permute-fusion", K::kStoreTrue, "Fused token permutation (a kernel choice; no effect here)."}, e.moe_permute_fusion);
+  f(FieldSpec{"moe_expert_capacity_factor", "--moe-expert-capacity-factor", K::kValue, "Tokens per expert as a multiple of an even share (none: dropless)."}, e.moe_expert_capacity_factor);
+  f(FieldSpec{"moe_pad_expert_input_to_capacity", "--moe-pad-expert-input-to-capacity", K::kStoreTrue, "Every expert computes exactly its capacity of tokens."}, e.moe_pad_expert_input_to_capacity);
+  f(FieldSpec{"moe_token_drop_policy", "--moe-token-drop-policy", K::kValue, "probs or position: which tokens an expert over capacity keeps."}, e.moe_token_drop_policy);
 
   auto& t = a.training;
   f(FieldSpec{"micro_batch_size", "--micro-batch-size", K::kValue, "Sequences per microbatch per model replica (required)."}, t.micro_batch_size);
@@ -208,6 +240,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"pipeline_model_parallel_size", "--pipeline-model-parallel-size", K::kValue, "Pipeline parallel size."}, p.pipeline_model_parallel_size);
   f(FieldSpec{"context_parallel_size", "--context-parallel-size", K::kValue, "Context parallel size."}, p.context_parallel_size);
   f(FieldSpec{"expert_model_parallel_size", "--expert-model-parallel-size", K::kValue, "Expert parallel size."}, p.expert_model_parallel_size);
+  f(FieldSpec{"expert_tensor_parallel_size", "--expert-tensor-parallel-size", K::kValue, "Tensor parallel size of the experts; default --tensor-model-parallel-size."}, p.expert_tensor_parallel_size);
   f(FieldSpec{"num_layers_per_virtual_pipeline_stage", "--num-layers-per-virtual-pipeline-stage", K::kValue, "Interleaved pipeline: layers per virtual stage."}, p.num_layers_per_virtual_pipeline_stage);
   f(FieldSpec{"num_virtual_stages_per_pipeline_rank", "--num-virtual-stages-per-pipeline-rank", K::kValue, "Interleaved pipeline: virtual stages per rank."}, p.num_virtual_stages_per_pipeline_rank);
   f(FieldSpec{"microbatch_group_size_per_vp_stage", "--microbatch-group-size-per-virtual-pipeline-stage", K::kValue, "Interleaved pipeline: microbatch group size."}, p.microbatch_group_size_per_vp_stage);

@@ -28,7 +28,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--init-method-xavier-uniform", K::kStoreTrue, "only normal initialisation (--init-method-std) is implemented"},
     {"--apply-residual-connection-post-layernorm", K::kStoreTrue, "only the pre-LayerNorm residual order is implemented"},
     {"--transformer-impl", K::kValue, "this build has its own implementation of Megatron's local layer spec"},
-    {"--num-experts", K::kValue, "mixture-of-experts models are not implemented"},
     {"--no-position-embedding", K::kStoreTrue, "deprecated in Megatron; use --position-embedding-type"},
     // Batch and iterations (6.2).
     {"--rampup-batch-size", K::kList, "batch-size ramp-up is not implemented (deprecated in Megatron)"},

@@ -41,6 +41,14 @@ void IterationLogger::step(const StepReport& report, const Progress& now) {
     ++skipped_;
   } else {
     loss_sum_ += report.loss;
+    for (const auto& [name, value] : report.moe_losses) {
+      auto it = std::find_if(moe_sums_.begin(), moe_sums_.end(), [&](const auto& e) { return e.first == name; });
+      if (it == moe_sums_.end()) {
+        moe_sums_.emplace_back(name, value);
+      } else {
+        it->second += value;
+      }
+    }
     ++advanced_;
   }
   last_grad_norm_ = report.grad_norm;
@@ -73,7 +81,10 @@ void IterationLogger::print_iteration_line(bool regular, const Progress& now) {
   f.learning_rate = now.learning_rate;
   f.global_batch_size = loop.global_batch_size;
   // Megatron averages the losses of the advanced iterations of the interval; none: no loss shown.
-  if (advanced_ > 0) f.losses = {{"lm loss", loss_sum_ / static_cast<double>(advanced_)}};
+  if (advanced_ > 0) {
+    f.losses = {{"lm loss", loss_sum_ / static_cast<double>(advanced_)}};
+    for (const auto& [name, sum] : moe_sums_) f.losses.emplace_back(name, sum / static_cast<double>(advanced_));
+  }
   f.loss_scale = now.loss_scale;
   if (settings_.show_grad_norm) f.grad_norm = last_grad_norm_;
   f.skipped_iterations = skipped_;
@@ -87,6 +98,7 @@ void IterationLogger::print_iteration_line(bool regular, const Progress& now) {
     });
   }
   loss_sum_ = 0.0;
+  moe_sums_.clear();
   iterations_ = advanced_ = skipped_ = 0;
   interval_start_ = Clock::now();
 }
@@ -100,6 +112,7 @@ void IterationLogger::write_tensorboard(TensorBoardWriter& w, const StepReport& 
   both("learning-rate", now.learning_rate);
   both("batch-size", settings_.loop.global_batch_size);
   both("lm loss", report.loss);
+  for (const auto& [name, value] : report.moe_losses) w.add_scalar(name, value, now.iteration);  // no "vs samples"
   if (l.loss_scale) both("loss-scale", now.loss_scale);
   if (l.world_size) both("world-size", settings_.world_size);
   if (settings_.show_grad_norm) both("grad-norm", report.grad_norm);

@@ -27,6 +27,7 @@ void Resolver::run() {
   precision();
   iterations();
   model();
+  moe();
   optimizer();
   tokenizer();
   logging_and_checkpoints();
@@ -54,8 +55,6 @@ void Resolver::parallel() {
                 "give one type (p2p or all_gather) for every layer");
   }
   const bool sizes_ok = tp_ok && pp_ok && cp_ok;
-  unsupported(p.expert_model_parallel_size > 1,
-              "--expert-model-parallel-size " + num(std::int64_t{p.expert_model_parallel_size}), "expert parallelism needs mixture-of-experts models");
   check(!(p.num_layers_per_virtual_pipeline_stage && p.num_virtual_stages_per_pipeline_rank),
         "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank cannot be set together");
   if (p.num_layers_per_virtual_pipeline_stage) {

@@ -24,7 +24,8 @@ struct ParseState {
 
 // Megatron's validate_args as named phases over one Arguments, collecting problems and messages.
 // The phases are split over resolve_arguments.cpp (parallel layout, batch, precision, iterations,
-// model) and resolve_run_arguments.cpp (data, optimizer and schedule, tokenizer, checkpoints).
+// model), resolve_moe.cpp (mixture of experts) and resolve_run_arguments.cpp (data, optimizer and
+// schedule, tokenizer, checkpoints).
 class Resolver {
  public:
   Resolver(Arguments& args, ParseState& state, const ParseOptions& options)
@@ -73,6 +74,7 @@ class Resolver {
   void iterations();
   void recompute();
   void model();
+  void moe();
   void optimizer();
   void schedule();
   void tokenizer();

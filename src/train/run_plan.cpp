@@ -43,6 +43,7 @@ model::ModelConfig model_config(const Arguments& args) {
   c.recompute_granularity = m.recompute_granularity.value_or(model::RecomputeGranularity::kNone);
   c.recompute_method = m.recompute_method.value_or(model::RecomputeMethod::kUniform);
   c.recompute_num_layers = m.recompute_num_layers.value_or(1);
+  c.moe = moe_config(args);
   return c;
 }
 

@@ -13,10 +13,15 @@ StepRunner::StepRunner(StepModel model, StepSettings settings, const parallel::P
     : model_(std::move(model)), settings_(settings), pc_(pc) {}
 
 std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, bool training, std::int64_t iteration) {
-  const model::ForwardContext ctx = training
-                                        ? model::ForwardContext{true, model_.default_gen, model_.model_parallel_gen}
-                                        : model::ForwardContext{false, nullptr, nullptr};
+  model::ForwardContext ctx = training ? model::ForwardContext{true, model_.default_gen, model_.model_parallel_gen}
+                                       : model::ForwardContext{false, nullptr, nullptr};
   const int microbatches = settings_.num_microbatches;
+  const double loss_scale = training ? model_.optimizer->loss_scale() : 1.0;
+  // The MoE auxiliary losses enter the backward as the main loss does: times the loss scale, over
+  // the micro-batches (Megatron's MoEAuxLossAutoScaler scale).
+  moe_losses_ = {};
+  ctx.moe_aux_loss_scale = loss_scale / microbatches;
+  ctx.moe_losses = &moe_losses_;
   std::vector<MicroBatch> batches;
   if (settings_.reads_data) {
     for (int m = 0; m < microbatches; ++m) {
@@ -30,7 +35,6 @@ std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, 
   // synchronisation per micro-batch.
   at::Tensor loss_sum;
   double tokens = 0.0;
-  const double loss_scale = training ? model_.optimizer->loss_scale() : 1.0;
   const double cp = pc_.state->cp();
   parallel::PipelineSteps steps;
   steps.forward = [&](int m, int c, const at::Tensor& input) {
@@ -70,6 +74,26 @@ double StepRunner::mean_over_dp(const at::Tensor& loss_sum, double tokens) const
   return v[0] / std::max(1.0, v[1]);
 }
 
+std::vector<std::pair<std::string, double>> StepRunner::moe_loss_report() const {
+  const model::MoeConfig& moe = model_.chunks.front()->config().moe;
+  const int layers = moe.num_moe_layers(model_.chunks.front()->config().num_layers);
+  if (layers == 0) return {};
+  // Megatron's track_moe_metrics: summed over the pipeline stages' layers, averaged over DP, over
+  // the MoE layers and over the micro-batches. All ranks take part; every rank gets the values.
+  const auto options = at::TensorOptions().dtype(at::kDouble);
+  const auto host = [&](const at::Tensor& t) { return t.defined() ? t.to(at::kCPU, at::kDouble) : at::zeros({}, options); };
+  at::Tensor sums = at::stack({host(moe_losses_.z_loss), host(moe_losses_.load_balancing_loss)});
+  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.pp).wait();
+  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.dp).wait();
+  sums /= static_cast<double>(pc_.dp->size()) * settings_.num_microbatches * layers;
+  std::vector<std::pair<std::string, double>> out;
+  if (moe.z_loss_coeff > 0) out.emplace_back("z_loss", sums[0].item<double>());
+  if (moe.aux_loss_coeff > 0 && moe.load_balancing != model::LoadBalancing::kNone) {
+    out.emplace_back("load_balancing_loss", sums[1].item<double>());
+  }
+  return out;
+}
+
 StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double lr, double wd) {
   const parallel::ParallelState& ps = *pc_.state;
   model_.ddp->zero_grad();
@@ -78,6 +102,7 @@ StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double
   parallel::allreduce_sequence_parallel_grads(*model_.ddp);
   parallel::allreduce_shared_embedding_grads(*model_.ddp);
   StepReport report;
+  report.moe_losses = moe_loss_report();
   // The loss exists on the last pipeline stage, which prints it.
   if (ps.is_last_stage()) {
     report.loss = mean_over_dp(loss_sum, tokens);

@@ -135,7 +135,9 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   const model::ModelConfig& m = model_config_;
   flops_per_iteration_ = flops_per_batch({m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
                                           m.num_query_groups, m.kv_channels, m.padded_vocab_size, m.seq_length,
-                                          m.swiglu},
+                                          m.swiglu, m.moe.num_moe_layers(m.num_layers), m.moe.router_topk,
+                                          m.moe.expert_ffn_hidden_size(m.ffn_hidden_size),
+                                          m.moe.shared_expert_intermediate_size},
                                          plan_.loop.global_batch_size);
   logger_ = make_logger();  // after the FLOPs: --log-throughput divides them by the iteration time
   const std::uint64_t seed = plan_.loop.seed;

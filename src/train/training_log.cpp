@@ -104,8 +104,11 @@ double flops_per_batch(const FlopsShape& s, std::int64_t batch_size) {
   const double q = static_cast<double>(s.kv_channels * s.num_attention_heads);
   const double k = static_cast<double>(s.kv_channels * s.num_query_groups);
   const double f = s.swiglu ? 3.0 : 2.0;
-  const double per_token = L * h * static_cast<double>(s.ffn_hidden_size) * f + L * h * (q + 2 * k) + L * q * h +
-                           h * static_cast<double>(s.padded_vocab_size);
+  const double dense_layers = L - static_cast<double>(s.moe_layers);
+  const double mlp = dense_layers * static_cast<double>(s.ffn_hidden_size) +
+                     static_cast<double>(s.moe_layers) *
+                         static_cast<double>(s.moe_topk * s.moe_ffn_hidden_size + s.moe_shared_expert_size);
+  const double per_token = h * mlp * f + L * h * (q + 2 * k) + L * q * h + h * static_cast<double>(s.padded_vocab_size);
   return 6.0 * (b * seq * per_token + b * seq * seq * L * q);
 }
 

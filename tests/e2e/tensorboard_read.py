@@ -4,7 +4,8 @@ usage: tensorboard_read.py TB_DIR LOG_FILE [--expect-tag TAG ...] [--absent-tag 
                            [--flops-per-token F]
 
 Every scalar the log prints must be in the event files at the same step, as TensorBoard shows it:
-'lm loss', 'learning-rate', 'loss-scale' and 'grad-norm' per iteration line (log interval 1),
+'lm loss', 'learning-rate', 'loss-scale' and 'grad-norm' per iteration line (log interval 1), an
+MoE model's 'z_loss' and 'load_balancing_loss' (no 'vs samples' twins, as in Megatron),
 'batch-size', the 'vs samples' twins at the consumed-samples step, and 'lm loss validation' (and
 its ppl) for every validation line. Values are float32 in the file and printed with 7 significant
 digits in the log, hence the relative tolerance of 1e-6. With --flops-per-token (the model's
@@ -21,7 +22,9 @@ from tensorboard.backend.event_processing import event_accumulator
 
 ITERATION = re.compile(
     r"iteration\s+(\d+)/\s*\d+ \| consumed samples:\s+(\d+) \|.*?learning rate: (\S+) \| global batch size:\s+(\d+) \|"
-    r"(?: lm loss: (\S+) \|)? loss scale: (\S+) \|(?: grad norm: (\S+) \|)?")
+    r"(?: lm loss: (\S+) \|)?((?: (?:z_loss|load_balancing_loss): \S+ \|)*) loss scale: (\S+) \|"
+    r"(?: grad norm: (\S+) \|)?")
+MOE_LOSS = re.compile(r" (z_loss|load_balancing_loss): (\S+) \|")
 TOKENS_PER_SECOND = re.compile(r"iteration\s+(\d+)/.*\| tokens per second per GPU: (\S+) \|")
 VALIDATION = re.compile(r"validation loss at iteration (\d+)(?: on (?:validation|test) set)? \| lm loss value: (\S+) \| "
                         r"lm loss PPL: (\S+) \|")
@@ -78,8 +81,11 @@ def main():
                 checked += 1
             m = ITERATION.search(line)
             if m:
-                it, samples, lr, batch, loss, scale, norm = m.groups()
+                it, samples, lr, batch, loss, moe, scale, norm = m.groups()
                 it, samples = int(it), int(samples)
+                for tag, value in MOE_LOSS.findall(moe):
+                    expect(tag, it, float(value))
+                    checked += 1
                 for tag, value, decimals in (("learning-rate", lr, None), ("batch-size", batch, None),
                                              ("lm loss", loss, None), ("loss-scale", scale, 1),
                                              ("grad-norm", norm, 3)):

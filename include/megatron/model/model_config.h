@@ -113,7 +113,9 @@ struct ModelConfig {
   // transformer layers, the embeddings when the chunk is the model's first, the final norm and
   // output layer when it is the last (tied weights: the output layer is the word embedding, held
   // a second time when the last chunk is not also the first). Split weights count 1/tp, norms and
-  // row-parallel biases whole. Saturates at INT64_MAX instead of wrapping.
+  // row-parallel biases whole. With MoE layers, each counts its router, experts (no biases) and
+  // shared expert instead of the MLP; `layers` short of the whole model holds its share of them.
+  // Saturates at INT64_MAX instead of wrapping.
   std::int64_t num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk) const;
 };
 

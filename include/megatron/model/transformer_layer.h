@@ -22,6 +22,19 @@ namespace megatron::model {
 using parallel::NamedTensors;
 using parallel::ParameterList;
 
+// The MoE layers' auxiliary-loss values (each divided by its coefficient), summed over the layers
+// and micro-batches of a step as detached scalars on the model's device: Megatron's aux-losses
+// tracker before its reductions. A value stays undefined until some layer computes it.
+struct MoeLossSums {
+  at::Tensor z_loss, load_balancing_loss;
+  void add(const at::Tensor& z, const at::Tensor& load_balancing) {
+    if (z.defined()) z_loss = z_loss.defined() ? z_loss + z : z;
+    if (load_balancing.defined()) {
+      load_balancing_loss = load_balancing_loss.defined() ? load_balancing_loss + load_balancing : load_balancing;
+    }
+  }
+};
+
 // Generators a forward pass draws dropout masks from (Megatron's default and model-parallel
 // RNG streams), and whether it trains. Owned by the trainer; saved in checkpoints.
 struct ForwardContext {
@@ -35,6 +48,8 @@ struct ForwardContext {
   // What the backward multiplies the MoE layers' auxiliary losses by: the main loss's own factor
   // (its loss scale over the number of micro-batches; Megatron's MoEAuxLossAutoScaler scale).
   double moe_aux_loss_scale = 1.0;
+  // Where MoE layers add their auxiliary losses' values (none: not recorded).
+  MoeLossSums* moe_losses = nullptr;
 
   // The generator of hidden / embedding dropout.
   at::Generator* hidden_gen(bool sequence_parallel) const {

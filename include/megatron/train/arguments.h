@@ -24,6 +24,9 @@ using Normalization = model::Normalization;
 using AttentionBackend = model::AttentionBackend;
 using RecomputeGranularity = model::RecomputeGranularity;
 using RecomputeMethod = model::RecomputeMethod;
+using RouterScore = model::RouterScore;
+using LoadBalancing = model::LoadBalancing;
+using TokenDropPolicy = model::TokenDropPolicy;
 using LrDecayStyle = optim::LrDecayStyle;
 using WsdDecayStyle = optim::WsdDecayStyle;
 using WdIncrStyle = optim::WdIncrStyle;
@@ -70,6 +73,36 @@ struct ModelArgs {
   std::optional<int> recompute_num_layers;
   std::optional<std::vector<std::string>> recompute_modules;  // core_attn only in this build
   bool operator==(const ModelArgs&) const = default;
+};
+
+// Mixture of experts (Megatron's _add_moe_args; --expert-model-parallel-size is in ParallelArgs).
+struct MoeArgs {
+  std::optional<int> num_experts;                    // None: a dense model
+  int moe_layer_freq = 1;                            // layer i is MoE when i % freq == 0
+  std::optional<int> moe_ffn_hidden_size;            // resolved: --ffn-hidden-size
+  std::optional<int> moe_shared_expert_intermediate_size;
+  bool moe_shared_expert_overlap = false;
+  bool moe_grouped_gemm = false;                     // the experts are always one grouped GEMM here
+  LoadBalancing moe_router_load_balancing_type = LoadBalancing::kAuxLoss;
+  int moe_router_topk = 2;
+  RouterScore moe_router_score_function = RouterScore::kSoftmax;
+  bool moe_router_pre_softmax = false;
+  std::optional<double> moe_router_topk_scaling_factor;
+  std::optional<int> moe_router_num_groups;
+  std::optional<int> moe_router_group_topk;
+  bool moe_router_enable_expert_bias = false;
+  double moe_router_bias_update_rate = 1e-3;
+  std::optional<std::string> moe_router_dtype;       // routing runs in fp32 here whatever is given
+  double moe_aux_loss_coeff = 0.0;
+  std::optional<double> moe_z_loss_coeff;
+  std::optional<double> moe_input_jitter_eps;
+  bool moe_per_layer_logging = false;
+  std::string moe_token_dispatcher_type = "allgather";
+  bool moe_permute_fusion = false;
+  std::optional<double> moe_expert_capacity_factor;  // None: dropless
+  bool moe_pad_expert_input_to_capacity = false;
+  TokenDropPolicy moe_token_drop_policy = TokenDropPolicy::kProbs;
+  bool operator==(const MoeArgs&) const = default;
 };
 
 struct TrainingArgs {
@@ -190,6 +223,7 @@ struct ParallelArgs {
   int pipeline_model_parallel_size = 1;
   int context_parallel_size = 1;
   int expert_model_parallel_size = 1;
+  std::optional<int> expert_tensor_parallel_size;  // resolved: --tensor-model-parallel-size
   std::optional<int> num_layers_per_virtual_pipeline_stage;
   std::optional<int> num_virtual_stages_per_pipeline_rank;
   std::optional<int> microbatch_group_size_per_vp_stage;
@@ -234,6 +268,7 @@ struct PrecisionArgs {
 
 struct Arguments {
   ModelArgs model;
+  MoeArgs moe;
   TrainingArgs training;
   OptimizerArgs optimizer;
   SchedulerArgs scheduler;
@@ -301,6 +336,10 @@ std::string format_padded_vocab_line(std::int64_t vocab_size, std::int64_t padde
 
 // gbs / (mbs * dp), constant (no batch-size ramp-up in this build).
 int num_microbatches(const Arguments& args);
+
+// The model's mixture-of-experts configuration from the resolved flags (num_experts 0 without
+// --num-experts).
+model::MoeConfig moe_config(const Arguments& args);
 // The number of iterations to train: --train-iters, or train_samples // gbs.
 std::int64_t total_train_iters(const Arguments& args);
 

@@ -78,6 +78,7 @@ class IterationLogger {
   bool report_memory_ = false;
   // The interval since the last regular line.
   double loss_sum_ = 0.0;
+  std::vector<std::pair<std::string, double>> moe_sums_;  // MoE auxiliary losses, in Megatron's order
   std::int64_t iterations_ = 0;
   std::int64_t advanced_ = 0;  // of which not skipped: their losses are averaged
   std::int64_t skipped_ = 0;  // Megatron's NaN count stays 0: a non-finite loss stops the run

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -55,10 +56,14 @@ class StepRunner {
   std::pair<at::Tensor, double> run_microbatches(BatchReader* reader, bool training, std::int64_t iteration);
   // Sum of masked token losses over tokens, over every DP (x CP) rank.
   double mean_over_dp(const at::Tensor& loss_sum, double tokens) const;
+  // The MoE auxiliary losses of the last training step, reduced as Megatron logs them (collective
+  // over PP and DP; none for a dense model).
+  std::vector<std::pair<std::string, double>> moe_loss_report() const;
 
   StepModel model_;
   StepSettings settings_;
   const parallel::ParallelContext& pc_;
+  model::MoeLossSums moe_losses_;  // of the current step's micro-batches
 };
 
 }  // namespace megatron::train

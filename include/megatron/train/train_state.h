@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "megatron/checkpoint/checkpoint.h"
 
@@ -43,6 +46,9 @@ struct StepReport {
   double loss = 0.0;
   bool skipped = false;
   double grad_norm = 0.0;
+  // MoE models: the auxiliary losses as Megatron logs them (z_loss, load_balancing_loss), each
+  // averaged over the MoE layers and micro-batches and over DP, on every rank.
+  std::vector<std::pair<std::string, double>> moe_losses;
 };
 
 }  // namespace megatron::train

@@ -57,8 +57,13 @@ struct FlopsShape {
   std::int64_t num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups,
       kv_channels, padded_vocab_size, seq_length;
   bool swiglu;
+  // Mixture of experts: how many layers are MoE layers, each token's experts (top-k), the experts'
+  // and the shared expert's MLP sizes.
+  std::int64_t moe_layers = 0, moe_topk = 0, moe_ffn_hidden_size = 0, moe_shared_expert_size = 0;
 };
-// Megatron's dense-GPT FLOPs for one global batch of `batch_size` sequences (forward + backward).
+// Megatron's GPT FLOPs for one global batch of `batch_size` sequences (forward + backward); an MoE
+// layer's MLP counts its top-k experts and its shared expert (the router is not counted, as in
+// Megatron's transformer_flops).
 double flops_per_batch(const FlopsShape& shape, std::int64_t batch_size);
 
 }  // namespace megatron::train

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "megatron/model/gpt_model.h"
 #include "megatron/model/moe_layer.h"
 #include "megatron/parallel/single_process_context.h"
 #include "model/tiny_model_config.h"
@@ -257,6 +258,31 @@ TEST(MoeLayer, UnalignedSizesRunOneProductPerExpert) {
   ModelConfig c = moe_config(3, 2);
   c.moe.ffn_hidden_size = 30;  // rows of 120 bytes: not LibTorch's grouped-GEMM alignment
   check_layer(c, "ffn 30");
+}
+
+// A GPT whose layers 0 and 2 of 4 are MoE layers, under Megatron's names, counted as
+// ModelConfig::num_parameters counts it.
+TEST(MoeLayer, GptModelHoldsMoeLayersByLayerFreqWithMegatronNames) {
+  ModelConfig c = moe_config(4, 2);
+  c.num_layers = 4;
+  c.moe.layer_freq = 2;
+  c.swiglu = true;
+  c.add_bias_linear = false;
+  c.moe.shared_expert_intermediate_size = 40;
+  const GptModel model(c, parallel::single_process_context(), parallel::ParameterInit(1));
+  std::int64_t count = 0;
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (const auto& [name, t] : model.named_parameters()) {
+    count += t.numel();
+    shapes[name] = t.sizes().vec();
+  }
+  EXPECT_EQ(count, c.num_parameters());
+  EXPECT_EQ(shapes.at("decoder.layers.0.mlp.router.weight"), (std::vector<std::int64_t>{4, 48}));
+  EXPECT_EQ(shapes.at("decoder.layers.2.mlp.experts.linear_fc1.weight"), (std::vector<std::int64_t>{4, 64, 48}));
+  EXPECT_EQ(shapes.at("decoder.layers.2.mlp.experts.linear_fc2.weight"), (std::vector<std::int64_t>{4, 48, 32}));
+  EXPECT_EQ(shapes.at("decoder.layers.0.mlp.shared_experts.linear_fc1.weight"), (std::vector<std::int64_t>{80, 48}));
+  EXPECT_EQ(shapes.at("decoder.layers.1.mlp.linear_fc1.weight"), (std::vector<std::int64_t>{128, 48}));  // dense
+  EXPECT_EQ(shapes.count("decoder.layers.1.mlp.router.weight"), 0u);
 }
 
 TEST(MoeConfig, RefusesWhatMegatronRefuses) {

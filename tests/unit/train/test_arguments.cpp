@@ -302,9 +302,53 @@ TEST(Arguments, MegatronsParallelRules) {
   expect_contains(messages.at(3), {"accumulate and all-reduce gradients in fp32 for bfloat16 data type."});
 }
 
+// The mixture-of-experts flags: Megatron's defaults and derived values, its checks with its
+// messages, and what this build does not run yet refused by name.
+TEST(Arguments, MixtureOfExperts) {
+  const Args moe = with(base(), {"--num-experts", "8", "--disable-bias-linear", "--ffn-hidden-size", "96"});
+  const Arguments a = parse_arguments(moe);
+  EXPECT_EQ(a.moe.num_experts, 8);
+  EXPECT_EQ(a.moe.moe_ffn_hidden_size, 96);  // defaults to --ffn-hidden-size
+  EXPECT_EQ(a.moe.moe_router_topk, 2);
+  EXPECT_EQ(a.parallel.expert_tensor_parallel_size, 1);  // defaults to --tensor-model-parallel-size
+  const model::MoeConfig c = moe_config(parse_arguments(with(moe, {"--moe-router-score-function", "sigmoid",
+      "--moe-z-loss-coeff", "1e-3", "--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position",
+      "--moe-router-load-balancing-type", "seq_aux_loss", "--moe-layer-freq", "2"})));
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.score_function, model::RouterScore::kSigmoid);
+  EXPECT_DOUBLE_EQ(c.z_loss_coeff, 1e-3);
+  EXPECT_DOUBLE_EQ(c.expert_capacity_factor, 1.5);
+  EXPECT_EQ(c.token_drop_policy, model::TokenDropPolicy::kPosition);
+  EXPECT_EQ(c.load_balancing, model::LoadBalancing::kSeqAuxLoss);
+  EXPECT_EQ(c.layer_freq, 2);
+  EXPECT_EQ(moe_config(parse_arguments(with(moe, {"--num-experts", "0"}))).num_experts, 0);  // Megatron: None
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {with(moe, {"--moe-router-topk", "1"}), "Please use --moe-router-pre-softmax when topk is 1."},
+      {with(moe, {"--moe-router-group-topk", "2"}), "When using group limited routing, moe_router_num_groups must be specified."},
+      {with(moe, {"--moe-router-enable-expert-bias", "--moe-router-pre-softmax"}), "Expert bias for aux-loss-free routing only supports sigmoid"},
+      {with(moe, {"--moe-shared-expert-overlap"}), "moe_shared_expert_overlap only works with alltoall token dispatcher."},
+      {with(moe, {"--moe-router-load-balancing-type", "sinkhorn"}), "--moe-router-load-balancing-type sinkhorn is not supported by this build yet"},
+      {with(moe, {"--moe-token-dispatcher-type", "flex"}), "--moe-token-dispatcher-type flex is not supported by this build yet"},
+      {with(moe, {"--moe-router-dtype", "fp64"}), "--moe-router-dtype fp64 is not supported by this build yet"},
+      {with(moe, {"--moe-token-dispatcher-type", "bogus"}), "argument --moe-token-dispatcher-type: invalid choice: 'bogus'"},
+      {without(moe, "--disable-bias-linear"), "--num-experts without --disable-bias-linear is not supported by this build yet"},
+      {with(moe, {"--moe-input-jitter-eps", "0.01"}), "--moe-input-jitter-eps is not supported by this build yet"},
+  };
+  for (const auto& [args, expected] : cases) {
+    SCOPED_TRACE(expected);
+    expect_contains(problem_of(args), {expected});
+  }
+  expect_contains(problem_of(with(moe, {"--num-experts", "6", "--expert-model-parallel-size", "4"}), world(4)),
+                  {"Number of experts should be a multiple of expert model parallel_size."});
+  expect_contains(problem_of(with(moe, {"--expert-model-parallel-size", "2"}), world(2)),
+                  {"--expert-model-parallel-size 2 is not supported by this build yet"});
+  expect_contains(problem_of(with(moe, {"--tensor-model-parallel-size", "2"}), world(2)),
+                  {"--num-experts with --tensor-model-parallel-size 2 is not supported by this build yet"});
+}
+
 TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {
   const std::vector<Invalid> cases = {
-      {with(base(), {"--expert-model-parallel-size", "2"}), "--expert-model-parallel-size 2 is not supported by this build yet: expert parallelism needs"},
+      {with(base(), {"--expert-model-parallel-size", "2"}), "num_experts must be non None to use expert model parallelism"},
       {with(base(), {"--fp8-format", "hybrid"}), "--fp8-format is not supported"},
       {with(base(), {"--position-embedding-type", "mrope"}), "--position-embedding-type mrope is not supported by this build yet"},
       {with(base(), {"--optimizer", "sgd"}), "--optimizer sgd is not supported by this build yet (supported: 'adam')"},

@@ -72,6 +72,14 @@ TEST(TrainingLog, FlopsFollowMegatronsFormula) {
                                       12288.0 * 51200;
   EXPECT_DOUBLE_EQ(flops_per_batch(s, 1), 6 * (2048 * per_token + 2048.0 * 2048 * 96 * q));
   EXPECT_NEAR(flops_per_batch(s, 1536) / 1e18, 3.3406, 0.0001);  // about 6 x 175e9 x 3.1M tokens, plus attention
+  // An MoE layer's MLP counts top-k experts and the shared expert: Mixtral-like, as dense layers
+  // whose MLP is k x F + Fs wide.
+  FlopsShape moe{32, 4096, 14336, 32, 8, 128, 32000, 4096, true, 32, 2, 14336, 1024};
+  FlopsShape dense{32, 4096, 2 * 14336 + 1024, 32, 8, 128, 32000, 4096, true};
+  EXPECT_DOUBLE_EQ(flops_per_batch(moe, 8), flops_per_batch(dense, 8));
+  moe.moe_layers = 16;  // every other layer: half the layers at 14336
+  dense.ffn_hidden_size = (2 * 14336 + 1024 + 14336) / 2;
+  EXPECT_DOUBLE_EQ(flops_per_batch(moe, 8), flops_per_batch(dense, 8));
 }
 
 // Megatron's timers.log with --timing-log-option minmax: the label is the name and a space,

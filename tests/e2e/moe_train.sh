@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Mixture-of-experts training in megatron_train: a 4-layer GPT whose layers 0 and 2 are MoE layers
+# (4 experts, top-2, SwiGLU, a shared expert, aux and z losses), fp32, no dropout.
+#   1. One process prints Megatron's iteration line with the auxiliary losses after the lm loss
+#      (z_loss, then load_balancing_loss), near 1 for the balanced start as Megatron's loss is.
+#   2. DP2 with the distributed optimizer, PP2 and PP2 x DP2 give the single process's lm loss,
+#      z_loss and load_balancing_loss at every iteration (within 1e-5).
+#   3. The PP2 checkpoint of iteration 10 resumes in one process with the same losses.
+#   4. TensorBoard gets load_balancing_loss and z_loss scalars.
+#   5. What is not built yet (expert parallelism) is refused by name.
+set -uo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=mpi_lib.sh
+source "$(dirname "$0")/mpi_lib.sh"
+
+moe=(--num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --moe-layer-freq 2
+  --moe-ffn-hidden-size 96 --moe-shared-expert-intermediate-size 64 --swiglu --disable-bias-linear --moe-grouped-gemm)
+read -r -a base <<<"$(layout_flags 1 4)"
+
+# column FILE NAME: "iteration value" of the iteration lines' NAME field.
+column() {
+  sed -n "s/.* iteration *\([0-9]*\)\/.* $2: \([0-9.E+-]*\) .*/\1 \2/p" "$1"
+}
+# compare_all REF FILE WHAT [FIRST]: lm loss, z_loss and load_balancing_loss within 1e-5.
+compare_all() {
+  local name
+  for name in "lm loss" z_loss load_balancing_loss; do
+    column "$1" "$name" >"$WORK/ref_col.txt"
+    column "$2" "$name" >"$WORK/got_col.txt"
+    [[ -s $WORK/got_col.txt ]] || { show "$2" "$3"; fail "$3: no $name values"; }
+    awk -v first="${4:-1}" -v what="$3 $name" 'NR == FNR { ref[$1] = $2; next }
+      $1 >= first { n++; d = ref[$1] - $2; if (d < 0) d = -d; if (!($1 in ref) || d > 1e-5 * ref[$1]) {
+        printf "FAIL: %s: iteration %d: %s, single process %s\n", what, $1, $2, ref[$1] > "/dev/stderr"; exit 1 } }
+      END { if (n == 0) { print "FAIL: " what ": nothing compared" > "/dev/stderr"; exit 1 } }' \
+      "$WORK/ref_col.txt" "$WORK/got_col.txt" || exit 1
+  done
+  ok "$3: lm loss, z_loss and load_balancing_loss within 1e-5 of the single process"
+}
+
+step "one process"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --tensorboard-dir "$WORK/tb"
+cp "$WORK/out.txt" "$WORK/single.txt"
+grep -q ' lm loss: [0-9.E+-]* | z_loss: [0-9.E+-]* | load_balancing_loss: [0-9.E+-]* | loss scale: 1.0 |' "$WORK/single.txt" ||
+  { show "$WORK/single.txt" stdout; fail "the iteration line lacks '| z_loss: ... | load_balancing_loss: ... |' after the lm loss"; }
+first=$(column "$WORK/single.txt" load_balancing_loss | awk 'NR == 1 { print $2 }')
+awk -v v="$first" 'BEGIN { exit !(v > 0.95 && v < 1.1) }' || fail "load_balancing_loss at iteration 1 is $first, not near 1"
+ok "iteration line with z_loss and load_balancing_loss ($first at iteration 1)"
+"$PYTHON" "$(dirname "$0")/tensorboard_read.py" "$WORK/tb" "$WORK/single.txt" --expect-tag load_balancing_loss \
+  --expect-tag z_loss --absent-tag "load_balancing_loss vs samples" || fail "TensorBoard differs from the log"
+
+step "DP2 with the distributed optimizer"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --use-distributed-optimizer
+compare_all "$WORK/single.txt" "$WORK/out.txt" "DP2 distopt"
+
+step "PP2, saving at iteration 10"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --save "$WORK/ckpt" --save-interval 10
+compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2"
+
+step "PP2 x DP2 with the distributed optimizer"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --use-distributed-optimizer
+compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2 x DP2 distopt"
+
+step "the PP2 checkpoint of iteration 10 in one process"
+echo 10 >"$WORK/ckpt/latest_checkpointed_iteration.txt"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --load "$WORK/ckpt"
+assert_contains "$WORK/out.txt" "successfully loaded checkpoint from $WORK/ckpt"
+compare_all "$WORK/single.txt" "$WORK/out.txt" "resumed at PP1" 11
+
+step "not built yet: refused by name"
+assert_fails_with "--expert-model-parallel-size 2 is not supported by this build yet" \
+  mpi 2 "${base[@]}" "${moe[@]}" --expert-model-parallel-size 2
+echo "PASS"

@@ -9,6 +9,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/kernels/ops.h"
+#include "megatron/parallel/mappings.h"
 
 namespace megatron::model {
 namespace {
@@ -89,12 +90,21 @@ at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& weight, const a
 }  // namespace
 
 Router::Router(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
-               const at::TensorOptions& options)
+               bool sequence_parallel, const at::TensorOptions& options)
     : moe_(c.moe),
+      pc_(pc),
+      sequence_parallel_(sequence_parallel),
       weight_(init.normal("weight", {c.moe.num_experts, c.hidden_size}, c.init_method_std, {}, pc, options)) {
   const auto fp32 = options.dtype(at::kFloat);
   local_tokens_ = at::zeros({c.moe.num_experts}, fp32);
   if (moe_.router_enable_expert_bias) expert_bias_ = at::zeros({c.moe.num_experts}, fp32);
+}
+
+at::Tensor Router::counted_over_tp(const at::Tensor& counts) const {
+  if (!sequence_parallel_) return counts;
+  at::Tensor total = counts.to(at::kLong).contiguous();
+  pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.tp).wait();
+  return total;
 }
 
 Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const ForwardContext& ctx) const {
@@ -103,8 +113,10 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
   at::Tensor logits = at::linear(x.to(at::kFloat), weight_.to(at::kFloat));  // [T, E]
   Routing r;
   if (training && moe_.z_loss_coeff > 0) {
-    const at::Tensor z = at::logsumexp(logits, -1).square().mean() * moe_.z_loss_coeff;
-    r.z_loss = z.detach() / moe_.z_loss_coeff;
+    // Each TP rank's share of the mean over the TP group's tokens (Megatron divides by TP x CP).
+    const double share = moe_.z_loss_coeff / (sequence_parallel_ ? parallel::tp_size(pc_) : 1);
+    const at::Tensor z = at::logsumexp(logits, -1).square().mean() * share;
+    r.z_loss = z.detach() / share;
     logits = AttachAuxLoss::apply(logits, z, ctx.moe_aux_loss_scale);
   }
   at::Tensor probs, indices;
@@ -136,15 +148,19 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
     at::Tensor scores = moe_.score_function == RouterScore::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
     if (moe_.score_function == RouterScore::kSigmoid && k > 1) scores = scores / (scores.sum(-1, true) + 1e-20);
     at::Tensor loss;
+    // Under sequence parallelism each TP rank's loss is its part of the whole sequence's: its own
+    // scores against the counts of all (summed over TP, these parts are the loss).
+    const std::int64_t tp = sequence_parallel_ ? parallel::tp_size(pc_) : 1;
     if (moe_.load_balancing == LoadBalancing::kAuxLoss) {  // switch_load_balancing_loss_func
-      const double n = static_cast<double>(tokens);
-      loss = (scores.sum(0) * r.tokens_per_expert.to(at::kFloat)).sum() *
+      const double n = static_cast<double>(tokens * tp);
+      loss = (scores.sum(0) * counted_over_tp(r.tokens_per_expert).to(at::kFloat)).sum() *
              (coeff * static_cast<double>(experts) / (static_cast<double>(k) * n * n));
     } else {  // sequence_load_balancing_loss_func: per sequence, then the mean over the batch
-      const std::int64_t batch = tokens / seq_length;
+      const std::int64_t batch = tokens / seq_length, whole = seq_length * tp;
+      const at::Tensor all_scores = sequence_parallel_ ? parallel::gather_from_sequence_parallel_region(scores, pc_) : scores;
       const at::Tensor per_seq = selected.view({seq_length, batch, experts}).sum(0).to(at::kFloat) /
-                                 (static_cast<double>(seq_length * k) / static_cast<double>(experts));
-      loss = (per_seq * scores.view({seq_length, batch, experts}).mean(0)).sum(-1).mean() * coeff;
+                                 (static_cast<double>(whole * k) / static_cast<double>(experts));
+      loss = (per_seq * all_scores.view({whole, batch, experts}).mean(0)).sum(-1).mean() * coeff;
     }
     r.load_balancing_loss = loss.detach() / coeff;
     r.probs = AttachAuxLoss::apply(r.probs, loss, ctx.moe_aux_loss_scale);
@@ -154,21 +170,44 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
 }
 
 void Router::collect(const std::string& prefix, ParameterList& out) const {
-  out.add(prefix + "weight", weight_, {});
+  parallel::TensorParallelLayout layout;
+  layout.sequence_parallel = sequence_parallel_;  // replicated, fed by this rank's tokens
+  out.add(prefix + "weight", weight_, layout);
 }
+
+namespace {
+
+// The experts' weights split over TP as Megatron's expert tensor parallelism splits them: fc1
+// [E, (2) F, h] by rows (SwiGLU: [gate block r; up block r]), fc2 [E, h, F] by columns.
+parallel::TensorParallelLayout expert_fc1_layout(bool swiglu) {
+  parallel::TensorParallelLayout l;
+  l.partition_dim = 1;
+  l.partition_stride = swiglu ? 2 : 1;
+  return l;
+}
+parallel::TensorParallelLayout expert_fc2_layout() {
+  parallel::TensorParallelLayout l;
+  l.partition_dim = 2;
+  return l;
+}
+
+}  // namespace
 
 MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
                    const parallel::LinearOptions& options)
     : swiglu_(c.swiglu),
       num_experts_(c.moe.num_experts),
-      router_(c, init.scope(kRouter), pc, options.tensor_options) {
-  MEGATRON_CHECK(parallel::tp_size(pc) == 1, "MoE layers run at --tensor-model-parallel-size 1 in this build");
+      pc_(pc),
+      router_(c, init.scope(kRouter), pc, options.sequence_parallel, options.tensor_options) {
+  MEGATRON_CHECK(parallel::tp_size(pc) == 1 || options.sequence_parallel,
+                 "During training, performance may degrade if MoE and tensor parallelism are enabled without also "
+                 "enabling sequence parallelism.");
   const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), h = c.hidden_size;
   const parallel::ParameterInit experts = init.scope(kExperts);
-  fc1_ = experts.normal("linear_fc1.weight", {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, c.init_method_std, {}, pc,
-                        options.tensor_options);
-  fc2_ = experts.normal("linear_fc2.weight", {num_experts_, h, ffn},
-                        c.init_method_std / std::sqrt(2.0 * c.num_layers), {}, pc, options.tensor_options);
+  fc1_ = experts.normal("linear_fc1.weight", {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, c.init_method_std,
+                        expert_fc1_layout(c.swiglu), pc, options.tensor_options);
+  fc2_ = experts.normal("linear_fc2.weight", {num_experts_, h, ffn}, c.init_method_std / std::sqrt(2.0 * c.num_layers),
+                        expert_fc2_layout(), pc, options.tensor_options);
   if (c.moe.shared_expert_intermediate_size > 0) {
     ModelConfig shared = c;
     shared.ffn_hidden_size = c.moe.shared_expert_intermediate_size;
@@ -191,16 +230,28 @@ at::Tensor MoeLayer::experts(const at::Tensor& tokens, const at::Tensor& tokens_
 
 std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const ForwardContext& ctx) const {
   const std::int64_t s = x.size(0), b = x.size(1), h = x.size(2);
-  const at::Tensor tokens = x.reshape({s * b, h});
-  last_ = router_.route(tokens, s, ctx);
+  const at::Tensor local = x.reshape({s * b, h});
+  last_ = router_.route(local, s, ctx);
   if (ctx.moe_losses != nullptr) ctx.moe_losses->add(last_.z_loss, last_.load_balancing_loss);
+  // The allgather dispatcher: every TP rank sees the tokens (and routing) of all.
+  const bool gathered = parallel::tp_size(pc_) > 1;
+  const at::Tensor tokens = gathered ? parallel::gather_from_sequence_parallel_region(local, pc_) : local;
+  const at::Tensor probs = gathered ? parallel::gather_from_sequence_parallel_region(last_.probs, pc_) : last_.probs;
+  at::Tensor routing_map = last_.routing_map;
+  if (gathered) {
+    at::Tensor all = at::empty({tokens.size(0), num_experts_}, routing_map.options().dtype(at::kByte));
+    pc_.comm->all_gather(all, routing_map.to(at::kByte).contiguous(), *pc_.tp).wait();
+    routing_map = all.to(at::kBool);
+  }
   // The (expert, token) pairs by expert, then by token (moe_utils.permute's order).
-  const at::Tensor pairs = last_.routing_map.t().nonzero();
+  const at::Tensor pairs = routing_map.t().nonzero();
   const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);
-  const at::Tensor out = experts(tokens.index_select(0, token_of), last_.routing_map.sum(0));
+  const at::Tensor out = experts(tokens.index_select(0, token_of), routing_map.sum(0));
   // Weighted by the routing probabilities after fc2 and summed per token, in fp32.
-  const at::Tensor weights = last_.probs.index({token_of, expert_of}).unsqueeze(1);
-  at::Tensor combined = at::zeros({s * b, h}, x.options().dtype(at::kFloat)).index_add(0, token_of, out.to(at::kFloat) * weights);
+  const at::Tensor weights = probs.index({token_of, expert_of}).unsqueeze(1);
+  at::Tensor combined = at::zeros({tokens.size(0), h}, x.options().dtype(at::kFloat))
+                            .index_add(0, token_of, out.to(at::kFloat) * weights);
+  if (gathered) combined = parallel::reduce_scatter_to_sequence_parallel_region(combined, pc_);
   at::Tensor result = combined.to(x.scalar_type()).view({s, b, h});
   if (shared_experts_) result = result + shared_experts_->forward(x).first;
   return {result, at::Tensor()};
@@ -208,8 +259,8 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
 
 void MoeLayer::collect(const std::string& prefix, ParameterList& out) const {
   router_.collect(prefix + kRouter, out);
-  out.add(prefix + kExperts + "linear_fc1.weight", fc1_, {});
-  out.add(prefix + kExperts + "linear_fc2.weight", fc2_, {});
+  out.add(prefix + kExperts + "linear_fc1.weight", fc1_, expert_fc1_layout(swiglu_));
+  out.add(prefix + kExperts + "linear_fc2.weight", fc2_, expert_fc2_layout());
   if (shared_experts_) shared_experts_->collect(prefix + kSharedExperts, out);
 }
 

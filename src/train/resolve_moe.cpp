@@ -32,8 +32,9 @@ void Resolver::moe() {
   for (const std::string& message : config.validate()) problem(message);
   // Not built yet: the experts split over ranks, and what needs them.
   unsupported(ep > 1, "--expert-model-parallel-size " + num(std::int64_t{ep}), "the experts of a layer are on every rank");
-  unsupported(tp > 1, "--num-experts with --tensor-model-parallel-size " + num(std::int64_t{tp}),
-              "MoE layers run at tensor-parallel size 1 (the experts are not split yet)");
+  check(tp == 1 || p.sequence_parallel,
+        "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
+        "sequence parallelism.");
   unsupported(*p.expert_tensor_parallel_size != tp,
               "--expert-tensor-parallel-size " + num(std::int64_t{*p.expert_tensor_parallel_size}));
   unsupported(p.context_parallel_size > 1, "--num-experts with --context-parallel-size " +

@@ -3,11 +3,12 @@
 # (4 experts, top-2, SwiGLU, a shared expert, aux and z losses), fp32, no dropout.
 #   1. One process prints Megatron's iteration line with the auxiliary losses after the lm loss
 #      (z_loss, then load_balancing_loss), near 1 for the balanced start as Megatron's loss is.
-#   2. DP2 with the distributed optimizer, PP2 and PP2 x DP2 give the single process's lm loss,
-#      z_loss and load_balancing_loss at every iteration (within 1e-5).
-#   3. The PP2 checkpoint of iteration 10 resumes in one process with the same losses.
-#   4. TensorBoard gets load_balancing_loss and z_loss scalars.
-#   5. What is not built yet (expert parallelism) is refused by name.
+#   2. DP2 with the distributed optimizer, PP2, PP2 x DP2, TP2 + SP (the experts split over TP)
+#      and TP2 x PP2 + SP give the single process's lm loss, z_loss and load_balancing_loss at
+#      every iteration (within 1e-5).
+#   3. The PP2 checkpoint of iteration 6 resumes in one process with the same losses.
+#   5. TensorBoard gets load_balancing_loss and z_loss scalars.
+#   6. What is not built yet (expert parallelism) is refused by name.
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +17,8 @@ source "$(dirname "$0")/mpi_lib.sh"
 
 moe=(--num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3 --moe-layer-freq 2
   --moe-ffn-hidden-size 96 --moe-shared-expert-intermediate-size 64 --swiglu --disable-bias-linear --moe-grouped-gemm)
-read -r -a base <<<"$(layout_flags 1 4)"
+ITERS=12
+read -r -a base <<<"$(layout_flags 1 4) --eval-interval 6"  # layout_flags trains ITERS iterations
 
 # column FILE NAME: "iteration value" of the iteration lines' NAME field.
 column() {
@@ -53,19 +55,43 @@ step "DP2 with the distributed optimizer"
 assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --use-distributed-optimizer
 compare_all "$WORK/single.txt" "$WORK/out.txt" "DP2 distopt"
 
-step "PP2, saving at iteration 10"
-assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --save "$WORK/ckpt" --save-interval 10
+step "PP2, saving at iteration 6"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --save "$WORK/ckpt" --save-interval 6
 compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2"
 
 step "PP2 x DP2 with the distributed optimizer"
 assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --use-distributed-optimizer
 compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2 x DP2 distopt"
 
-step "the PP2 checkpoint of iteration 10 in one process"
-echo 10 >"$WORK/ckpt/latest_checkpointed_iteration.txt"
+step "TP2 with sequence parallelism: the allgather dispatcher, the experts split over TP"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" \
+  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
+compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 + SP"
+
+step "seq_aux_loss: one process, and TP2 + SP (each TP rank's part of every sequence)"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss
+cp "$WORK/out.txt" "$WORK/single_seq.txt"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss \
+  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
+compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at TP2 + SP"
+
+step "TP2 x PP2 with sequence parallelism and the distributed optimizer, saving at iteration 6"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+  --make-vocab-size-divisible-by 256 --pipeline-model-parallel-size 2 --use-distributed-optimizer \
+  --save "$WORK/ckpt_tp" --save-interval 6
+compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 x PP2 + SP distopt"
+
+step "the PP2 checkpoint of iteration 6 in one process"
+echo 6 >"$WORK/ckpt/latest_checkpointed_iteration.txt"
 assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --load "$WORK/ckpt"
 assert_contains "$WORK/out.txt" "successfully loaded checkpoint from $WORK/ckpt"
-compare_all "$WORK/single.txt" "$WORK/out.txt" "resumed at PP1" 11
+compare_all "$WORK/single.txt" "$WORK/out.txt" "resumed at PP1" 7
+
+step "the TP2 x PP2 checkpoint of iteration 6 at TP1 x DP2 (resharded)"
+echo 6 >"$WORK/ckpt_tp/latest_checkpointed_iteration.txt"
+assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --load "$WORK/ckpt_tp"
+assert_contains "$WORK/out.txt" "resharding checkpoint $WORK/ckpt_tp/iter_0000006 from tensor-model-parallel size 2"
+compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 x PP2 resumed at TP1 x DP2" 7
 
 step "not built yet: refused by name"
 assert_fails_with "--expert-model-parallel-size 2 is not supported by this build yet" \

@@ -9,9 +9,14 @@
 // --moe-router-dtype fp32). The auxiliary losses do not change the output: each is attached to a
 // tensor of the forward pass so that the backward adds its gradient, scaled as the main loss is
 // (ForwardContext::moe_aux_loss_scale; Megatron's MoEAuxLossAutoScaler).
-// This file covers one rank holding every expert (expert parallelism 1, tensor parallelism 1 for
-// the experts); the parameters are named as Megatron-Core's distributed checkpoints name them,
-// one tensor per layer with the expert as its first dimension.
+// Tensor parallelism (with sequence parallelism, as Megatron requires for MoE) is Megatron's
+// allgather dispatcher at expert parallelism 1: each TP rank routes its own tokens; tokens,
+// probabilities and routing are all-gathered over TP; every rank computes every expert on all of
+// them with its shard of the experts' weights (fc1's rows, fc2's columns: the expert tensor-parallel
+// split, ETP = TP); the partial outputs are reduce-scattered back to each rank's tokens. The
+// load-balancing loss counts tokens over the TP group (Megatron's sequence-partition group). The
+// parameters are named as Megatron-Core's distributed checkpoints name them, one tensor per layer
+// with the expert as its first dimension. Expert parallelism is not built yet.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -36,8 +41,10 @@ struct Routing {
 
 class Router {
  public:
+  // sequence_parallel: the input is this TP rank's share of the tokens (the weight's gradient is
+  // summed over TP, and the losses count tokens over TP).
   Router(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
-         const at::TensorOptions& options);
+         bool sequence_parallel, const at::TensorOptions& options);
   // x [T, h]: the routing; attaches the auxiliary losses (training only) to the graph.
   Routing route(const at::Tensor& x, std::int64_t seq_length, const ForwardContext& ctx) const;
   void collect(const std::string& prefix, ParameterList& out) const;
@@ -49,7 +56,12 @@ class Router {
  private:
   at::Tensor select(const at::Tensor& logits, at::Tensor& probs, at::Tensor& indices) const;
 
+  // Token counts per expert over the tokens of the TP group (in place; no gradient).
+  at::Tensor counted_over_tp(const at::Tensor& counts) const;
+
   MoeConfig moe_;
+  const parallel::ParallelContext& pc_;
+  bool sequence_parallel_;
   at::Tensor weight_;       // [E, h]
   at::Tensor expert_bias_;  // [E] fp32 buffer (defined with expert bias)
   at::Tensor local_tokens_; // [E] fp32
@@ -71,9 +83,10 @@ class MoeLayer {
 
   bool swiglu_;
   int num_experts_;
+  const parallel::ParallelContext& pc_;
   Router router_;
-  at::Tensor fc1_;  // [E, (2) F, h]: [gate; up] per expert with SwiGLU
-  at::Tensor fc2_;  // [E, h, F]
+  at::Tensor fc1_;  // [E, (2) F/tp, h]: [gate; up] per expert with SwiGLU (this rank's blocks of each)
+  at::Tensor fc2_;  // [E, h, F/tp]
   std::optional<Mlp> shared_experts_;
   mutable Routing last_;
 };

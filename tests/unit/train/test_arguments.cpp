@@ -343,7 +343,12 @@ TEST(Arguments, MixtureOfExperts) {
   expect_contains(problem_of(with(moe, {"--expert-model-parallel-size", "2"}), world(2)),
                   {"--expert-model-parallel-size 2 is not supported by this build yet"});
   expect_contains(problem_of(with(moe, {"--tensor-model-parallel-size", "2"}), world(2)),
-                  {"--num-experts with --tensor-model-parallel-size 2 is not supported by this build yet"});
+                  {"MoE and tensor parallelism are enabled without also enabling sequence parallelism"});
+  EXPECT_EQ(parse_arguments(with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel"}), world(2))
+                .parallel.expert_tensor_parallel_size, 2);
+  expect_contains(problem_of(with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel",
+                                        "--expert-tensor-parallel-size", "1"}), world(2)),
+                  {"--expert-tensor-parallel-size 1 is not supported by this build yet"});
 }
 
 TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {

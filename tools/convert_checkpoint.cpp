@@ -113,7 +113,7 @@ int run(int argc, char** argv) {
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
                 "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
                 "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
-                load_dir.c_str(), imported.family == megatron::interop::HfFamily::kGpt2 ? "GPT-2" : "Llama",
+                load_dir.c_str(), megatron::interop::hf_architecture(imported.family),
                 save_dir.c_str(), target_tp, target_pp, flags.c_str(), target_tp, target_pp, save_dir.c_str());
     return 0;
   }
@@ -130,7 +130,7 @@ int run(int argc, char** argv) {
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",
               load_dir.c_str(), static_cast<long long>(loaded.iteration), loaded.saved_tp, loaded.saved_pp,
-              save_dir.c_str(), family == megatron::interop::HfFamily::kGpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+              save_dir.c_str(), megatron::interop::hf_architecture(family),
               dtype.c_str());
   return 0;
 }

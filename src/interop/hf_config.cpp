@@ -154,6 +154,31 @@ void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>
   out.tie_word_embeddings = k.boolean("tie_word_embeddings", false);
 }
 
+// Mixtral: Llama's keys, and its experts (intermediate_size is each expert's MLP size).
+void read_mixtral(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+  read_llama(hf, k, out, problems);
+  model::ModelConfig& c = out.model;
+  model::MoeConfig& m = c.moe;
+  m.num_experts = static_cast<int>(k.integer("num_local_experts", 8));
+  m.router_topk = static_cast<int>(k.integer("num_experts_per_tok", 2));
+  if (m.num_experts > 0 && m.router_topk > m.num_experts) {
+    problems.push_back(str_cat("num_experts_per_tok ", m.router_topk, " is more than num_local_experts ", m.num_experts));
+  }
+  m.ffn_hidden_size = c.ffn_hidden_size;
+  // Megatron's coefficient weighs each layer's loss; HF's one loss over all layers: the nearest
+  // Megatron has is the same number.
+  m.aux_loss_coeff = k.real("router_aux_loss_coef", 0.001);
+  if (k.real("router_jitter_noise", 0.0) != 0.0) problems.push_back("router_jitter_noise: megatron_train has no router jitter here");
+  if (k.given("sliding_window")) {
+    const std::int64_t window = k.integer("sliding_window", std::nullopt);
+    if (window < c.max_position_embeddings) {
+      problems.push_back(str_cat("sliding_window ", window, ": Megatron's GPT attends to the whole sequence (",
+                                 c.max_position_embeddings, " positions)"));
+    }
+  }
+  if (c.add_bias_linear) problems.push_back("attention_bias: Mixtral's experts have no biases, and Megatron's --disable-bias-linear covers all");
+}
+
 }  // namespace
 
 HfConfig read_hf_config(const json& hf, const std::string& where) {
@@ -162,17 +187,21 @@ HfConfig read_hf_config(const json& hf, const std::string& where) {
   Keys k(hf, problems);
   const std::string type = k.text("model_type", "");
   throw_if_problems(where, problems);
-  MEGATRON_CHECK(!type.empty(), where, ": no model_type; supported are gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM)");
-  MEGATRON_CHECK(type == "gpt2" || type == "llama", where, ": model_type '", type,
-                 "' is not supported; supported are gpt2 (GPT2LMHeadModel) and llama (LlamaForCausalLM)");
+  constexpr const char* kSupported =
+      "supported are gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM) and mixtral (MixtralForCausalLM)";
+  MEGATRON_CHECK(!type.empty(), where, ": no model_type; ", kSupported);
+  MEGATRON_CHECK(type == "gpt2" || type == "llama" || type == "mixtral", where, ": model_type '", type,
+                 "' is not supported; ", kSupported);
   HfConfig out;
-  out.family = type == "gpt2" ? HfFamily::kGpt2 : HfFamily::kLlama;
+  out.family = type == "gpt2" ? HfFamily::kGpt2 : type == "llama" ? HfFamily::kLlama : HfFamily::kMixtral;
   model::ModelConfig& c = out.model;
   c.num_query_groups = c.kv_channels = c.ffn_hidden_size = 0;
   if (out.family == HfFamily::kGpt2) {
     read_gpt2(k, out, problems);
-  } else {
+  } else if (out.family == HfFamily::kLlama) {
     read_llama(hf, k, out, problems);
+  } else {
+    read_mixtral(hf, k, out, problems);
   }
   // Token ids are 32-bit in Megatron's datasets.
   out.vocab_size = k.integer("vocab_size", std::nullopt);
@@ -203,6 +232,12 @@ std::vector<std::string> megatron_model_flags(const model::ModelConfig& c) {
     f.insert(f.end(), {"--group-query-attention", "--num-query-groups", std::to_string(c.num_query_groups)});
   }
   if (!c.add_bias_linear) f.push_back("--disable-bias-linear");
+  if (c.moe.enabled()) {
+    f.insert(f.end(), {"--num-experts", std::to_string(c.moe.num_experts), "--moe-router-topk",
+                       std::to_string(c.moe.router_topk), "--moe-ffn-hidden-size",
+                       std::to_string(c.moe.expert_ffn_hidden_size(c.ffn_hidden_size)), "--moe-aux-loss-coeff",
+                       str(c.moe.aux_loss_coeff), "--moe-grouped-gemm"});
+  }
   if (c.untie_embeddings_and_output_weights) f.push_back("--untie-embeddings-and-output-weights");
   f.insert(f.end(), {"--padded-vocab-size", std::to_string(c.padded_vocab_size)});
   return f;

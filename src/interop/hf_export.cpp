@@ -37,8 +37,21 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   const bool rms = c.normalization == model::Normalization::kRmsNorm;
   std::vector<std::string> problems;
   if (c.moe.enabled()) {
-    problems.push_back("--num-experts " + std::to_string(c.moe.num_experts) +
-                       ": mixture-of-experts models are not exported to HuggingFace yet");
+    const model::MoeConfig& m = c.moe;
+    const auto refuse = [&](bool bad, const std::string& what) {
+      if (bad) problems.push_back(what);
+    };
+    refuse(!(rope && rms && c.swiglu), "--num-experts without rope + RMSNorm + --swiglu: Mixtral is Llama's layer with experts");
+    refuse(m.layer_freq != 1, "--moe-layer-freq " + std::to_string(m.layer_freq) + ": every Mixtral layer is an MoE layer");
+    refuse(m.shared_expert_intermediate_size > 0, "--moe-shared-expert-intermediate-size: Mixtral has no shared expert");
+    refuse(m.score_function != model::RouterScore::kSoftmax || m.router_pre_softmax,
+           "the router: Mixtral takes the softmax of the top-k logits (no --moe-router-pre-softmax, no sigmoid)");
+    refuse(m.router_topk_scaling_factor > 0, "--moe-router-topk-scaling-factor: Mixtral does not scale");
+    refuse(m.router_group_topk > 0, "--moe-router-group-topk: Mixtral routes over all experts");
+    refuse(m.router_enable_expert_bias, "--moe-router-enable-expert-bias: Mixtral's router has no bias");
+    refuse(m.expert_capacity_factor > 0, "--moe-expert-capacity-factor: Mixtral drops no tokens");
+    refuse(c.add_bias_linear, "linear biases: Mixtral has none (--disable-bias-linear)");
+    if (problems.empty()) return HfFamily::kMixtral;
   } else if (!rope && !rms && !c.swiglu) {
     if (c.num_query_groups != c.num_attention_heads) {
       problems.push_back("--group-query-attention --num-query-groups " + std::to_string(c.num_query_groups) +
@@ -63,6 +76,15 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   }
   throw_if_problems("this model cannot be written in HuggingFace's format", problems, ProblemHeading::kList);
   MEGATRON_FAIL("internal error: no HuggingFace family and no problem found");
+}
+
+const char* hf_architecture(HfFamily family) {
+  switch (family) {
+    case HfFamily::kGpt2: return "GPT2LMHeadModel";
+    case HfFamily::kLlama: return "LlamaForCausalLM";
+    case HfFamily::kMixtral: return "MixtralForCausalLM";
+  }
+  return "?";
 }
 
 HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,
@@ -141,10 +163,23 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
       put(h + "self_attn.k_proj.weight", w.k);
       put(h + "self_attn.v_proj.weight", w.v);
       put(h + "self_attn.o_proj.weight", get(p, layer(i, "self_attention.linear_proj.weight")));
-      const at::Tensor fc1 = get(p, layer(i, "mlp.linear_fc1.weight"));  // [gate; up]
-      put(h + "mlp.gate_proj.weight", fc1.narrow(0, 0, c.ffn_hidden_size));
-      put(h + "mlp.up_proj.weight", fc1.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
-      put(h + "mlp.down_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")));
+      if (out.family == HfFamily::kMixtral) {
+        const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
+        const at::Tensor fc1 = get(p, layer(i, "mlp.experts.linear_fc1.weight"));  // [E, gate; up, h]
+        const at::Tensor fc2 = get(p, layer(i, "mlp.experts.linear_fc2.weight"));  // [E, h, F]
+        put(h + "block_sparse_moe.gate.weight", get(p, layer(i, "mlp.router.weight")));
+        for (int e = 0; e < c.moe.num_experts; ++e) {
+          const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
+          put(x + "w1.weight", fc1[e].narrow(0, 0, ffn));
+          put(x + "w3.weight", fc1[e].narrow(0, ffn, ffn));
+          put(x + "w2.weight", fc2[e]);
+        }
+      } else {
+        const at::Tensor fc1 = get(p, layer(i, "mlp.linear_fc1.weight"));  // [gate; up]
+        put(h + "mlp.gate_proj.weight", fc1.narrow(0, 0, c.ffn_hidden_size));
+        put(h + "mlp.up_proj.weight", fc1.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
+        put(h + "mlp.down_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")));
+      }
       if (c.add_bias_linear) {
         const Qkv b = split_qkv(get(p, layer(i, "self_attention.linear_qkv.bias")), c);
         put(h + "self_attn.q_proj.bias", b.q);
@@ -183,6 +218,19 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
                   {"eos_token_id", eod},
                   {"tie_word_embeddings", tied},
                   {"dtype", dtype_name}};
+    if (out.family == HfFamily::kMixtral) {
+      out.config["architectures"] = {"MixtralForCausalLM"};
+      out.config["model_type"] = "mixtral";
+      out.config["intermediate_size"] = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
+      out.config["num_local_experts"] = c.moe.num_experts;
+      out.config["num_experts_per_tok"] = c.moe.router_topk;
+      out.config["router_aux_loss_coef"] = c.moe.aux_loss_coeff;
+      out.config["output_router_logits"] = false;
+      out.config["router_jitter_noise"] = 0.0;
+      out.config["sliding_window"] = nullptr;
+      out.config.erase("mlp_bias");
+      out.config.erase("attention_bias");
+    }
   }
   out.generation_config = {{"bos_token_id", bos}, {"eos_token_id", eod}, {"pad_token_id", eod},
                            {"max_length", c.seq_length}};

@@ -1,4 +1,4 @@
-// A HuggingFace GPT-2 or Llama folder as a model-only checkpoint in a chosen layout (see
+// A HuggingFace GPT-2, Llama or Mixtral folder as a model-only checkpoint in a chosen layout (see
 // huggingface.h).
 #include <filesystem>
 #include <map>
@@ -131,6 +131,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.num_attention_heads, tp, "the attention heads", "--target-tensor-parallel-size");
   divides(c.num_query_groups, tp, "the key/value heads", "--target-tensor-parallel-size");
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
+  if (c.moe.enabled()) divides(c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), tp, "the experts' MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
@@ -193,9 +194,21 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
           join_qkv(take(h + "self_attn.q_proj.weight"), take(h + "self_attn.k_proj.weight"),
                    take(h + "self_attn.v_proj.weight"), config));
       put(layer(i, "self_attention.linear_proj.weight"), take(h + "self_attn.o_proj.weight"));
-      put(layer(i, "mlp.linear_fc1.weight"),
-          at::cat({take(h + "mlp.gate_proj.weight"), take(h + "mlp.up_proj.weight")}, 0));
-      put(layer(i, "mlp.linear_fc2.weight"), take(h + "mlp.down_proj.weight"));
+      if (result.family == HfFamily::kMixtral) {  // each expert's [w1 (gate); w3 (up)] and w2, stacked
+        std::vector<at::Tensor> fc1, fc2;
+        for (int e = 0; e < config.moe.num_experts; ++e) {
+          const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
+          fc1.push_back(at::cat({take(x + "w1.weight"), take(x + "w3.weight")}, 0));
+          fc2.push_back(take(x + "w2.weight"));
+        }
+        put(layer(i, "mlp.router.weight"), take(h + "block_sparse_moe.gate.weight"));
+        put(layer(i, "mlp.experts.linear_fc1.weight"), at::stack(fc1));
+        put(layer(i, "mlp.experts.linear_fc2.weight"), at::stack(fc2));
+      } else {
+        put(layer(i, "mlp.linear_fc1.weight"),
+            at::cat({take(h + "mlp.gate_proj.weight"), take(h + "mlp.up_proj.weight")}, 0));
+        put(layer(i, "mlp.linear_fc2.weight"), take(h + "mlp.down_proj.weight"));
+      }
       if (config.add_bias_linear) {
         put(layer(i, "self_attention.linear_qkv.bias"),
             join_qkv(take(h + "self_attn.q_proj.bias"), take(h + "self_attn.k_proj.bias"),

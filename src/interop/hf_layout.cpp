@@ -105,6 +105,17 @@ HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int
       add(p + "self_attn.v_proj.weight", {kv, h});
       add(p + "self_attn.o_proj.weight", {h, q});
       add(p + "post_attention_layernorm.weight", {h});
+      if (family == HfFamily::kMixtral) {
+        const std::int64_t f = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
+        add(p + "block_sparse_moe.gate.weight", {c.moe.num_experts, h});
+        for (int e = 0; e < c.moe.num_experts; ++e) {
+          const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+          add(x + "w1.weight", {f, h});
+          add(x + "w3.weight", {f, h});
+          add(x + "w2.weight", {h, f});
+        }
+        continue;
+      }
       add(p + "mlp.gate_proj.weight", {ffn, h});
       add(p + "mlp.up_proj.weight", {ffn, h});
       add(p + "mlp.down_proj.weight", {h, ffn});

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# HuggingFace export and import. Export: models of both families
+# HuggingFace export and import. Export: models of the three families
 # trained by megatron_train and exported by convert_checkpoint load in transformers (its own
 # from_pretrained, CPU, fp32) and give the logits our model gives, within 1e-5: GPT-2 (tied;
 # untied with erf GeLU and no biases; sharded files with an index) and Llama (GQA untied without
-# biases; tied with biases), and a Llama trained at TP2 x PP2 under mpirun. A mix neither family
+# biases; tied with biases), Mixtral (4 experts, top-2, GQA), and a Llama trained at TP2 x PP2
+# under mpirun. A mix no family
 # holds is refused by name and leaves nothing behind. Import: randomly initialised transformers
-# models of both families become TP2 x PP2 checkpoints whose logits (our model, resharded to one
+# GPT-2, Llama and Mixtral models become TP2 x PP2 checkpoints whose logits (our model, resharded to one
 # process) equal transformers'; megatron_train loads the Llama one at TP2 x PP2 as it is and trains
-# on; exporting an import gives back the original tensors.
+# on; exporting an import (Llama, Mixtral) gives back the original tensors.
 # PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
 # shellcheck source=lib.sh
@@ -78,6 +79,12 @@ assert_fails_with "only for --loader megatron --saver hf" "$CONVERT" --model-typ
   --saver megatron --load-dir "$WORK/llamab.hf" --save-dir "$WORK/unused.ckpt" --hf-dtype bfloat16
 ok "flags of the other direction are refused"
 
+step "Mixtral: 4 experts, top-2, grouped-query attention, untied"
+train mixtral "${LLAMA[@]}" --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights \
+  --disable-bias-linear --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-aux-loss-coeff 1e-2
+check mixtral MixtralForCausalLM
+grep -q '"num_local_experts": 4' "$WORK/mixtral.hf/config.json" || fail "config.json: not 4 experts"
+
 step "Llama trained at TP2 x PP2 (4 ranks) exports from its shards"
 assert_succeeds mpi 4 "${TRAIN_ARGS[@]}" "${LLAMA[@]}" --group-query-attention --num-query-groups 2 \
   --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
@@ -89,7 +96,7 @@ assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-
 grep -q "tensor-parallel 2 x pipeline-parallel 2" "$WORK/out.txt" || fail "the export did not read the TP2 x PP2 layout"
 
 step "generation: greedy tokens equal transformers' generate on the export; seeds and top-k behave"
-for name in gpt2 llama; do
+for name in gpt2 llama mixtral; do
   assert_succeeds "$GENERATE" --load "$WORK/$name.ckpt" --prompt "The quick brown fox jumps" --max-new-tokens 16 \
     --greedy --print-token-ids
   grep -q "^The quick brown fox jumps" "$WORK/out.txt" || fail "$name: the text does not start with the prompt"
@@ -99,11 +106,12 @@ for name in gpt2 llama; do
   theirs=$("$PY" "$(dirname "$0")/hf_generate.py" "$WORK/$name.hf" 50257 16 $prompt_ids 2>/dev/null | tail -1)
   [[ -n $ours && $ours == "$theirs" ]] || fail "$name: ours '$ours', transformers '$theirs'"
   ok "$name: $(wc -w <<<"$ours") greedy tokens equal transformers' ($ours)"
+  [[ $name == llama ]] && llama_ours=$ours
 done
 # The prompt from standard input (echo's newline dropped) gives what --prompt gave.
 echo "The quick brown fox jumps" | "$GENERATE" --load "$WORK/llama.ckpt" --max-new-tokens 16 --greedy \
   --print-token-ids >"$WORK/stdin.txt" 2>&1 || fail "generate from standard input failed"
-[[ $(sed -n 's/^generated token ids: //p' "$WORK/stdin.txt") == "$ours" ]] || fail "stdin prompt: other tokens"
+[[ $(sed -n 's/^generated token ids: //p' "$WORK/stdin.txt") == "$llama_ours" ]] || fail "stdin prompt: other tokens"
 ok "a prompt on standard input gives the same tokens"
 sampled() {  # sampled FLAGS...: the generated ids of a sampled run of the Llama checkpoint
   "$GENERATE" --load "$WORK/llama.ckpt" --prompt "The quick brown fox" --max-new-tokens 12 --ignore-eod \
@@ -127,8 +135,8 @@ assert_fails_with "already exists" "$CONVERT" --model-type GPT --loader megatron
   --load-dir "$WORK/gpt2.ckpt" --save-dir "$WORK/gpt2.hf"
 ok "refused"
 
-step "import: random transformers GPT-2 and Llama models to TP2 x PP2 checkpoints, same logits"
-for fam in gpt2 llama; do
+step "import: random transformers GPT-2, Llama and Mixtral models to TP2 x PP2 checkpoints, same logits"
+for fam in gpt2 llama mixtral; do
   assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" "$fam" "$WORK/$fam.orig"
   assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/$fam.orig" \
     --save-dir "$WORK/$fam.imported" --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 \
@@ -138,12 +146,13 @@ for fam in gpt2 llama; do
   assert_succeeds "$LOGITS" "$WORK/$fam.imported" "$WORK/$fam.imported.logits" "${IDS[@]}"
   class=GPT2LMHeadModel
   [[ $fam == llama ]] && class=LlamaForCausalLM
+  [[ $fam == mixtral ]] && class=MixtralForCausalLM
   assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$fam.orig" "$WORK/$fam.imported.logits" "$class" "${IDS[@]}"
   ok "$(tail -1 "$WORK/out.txt")"
 done
 
 step "generation from the imports (random weights: varied tokens) equals transformers' on the originals"
-for fam in gpt2 llama; do
+for fam in gpt2 llama mixtral; do
   assert_succeeds "$GENERATE" --load "$WORK/$fam.imported" --prompt "Once upon a time" --max-new-tokens 24 --greedy \
     --ignore-eod --print-token-ids
   prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
@@ -167,10 +176,11 @@ grep -q "resharding" "$WORK/out.txt" && fail "the imported checkpoint was reshar
 grep -q "iteration        3/       3" "$WORK/out.txt" || fail "training did not go on"
 ok "loaded as saved and trained 3 iterations"
 
-step "exporting the imported Llama gives back the original tensors"
-assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/llama.imported" \
-  --save-dir "$WORK/llama.back"
-assert_succeeds "$PY" - "$WORK/llama.orig" "$WORK/llama.back" <<'PY'
+step "exporting the imported Llama and Mixtral gives back the original tensors"
+for fam in llama mixtral; do
+  assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/$fam.imported" \
+    --save-dir "$WORK/$fam.back"
+  assert_succeeds "$PY" - "$WORK/$fam.orig" "$WORK/$fam.back" <<'PY'
 import sys
 import torch
 from safetensors.torch import load_file
@@ -180,4 +190,5 @@ for name in a:
     assert a[name].shape == b[name].shape and torch.equal(a[name], b[name]), name
 print(f"{len(a)} tensors equal")
 PY
-ok "$(tail -1 "$WORK/out.txt")"
+  ok "$fam: $(tail -1 "$WORK/out.txt")"
+done

@@ -3,6 +3,10 @@
 //     GeLU, gelu for --no-bias-gelu-fusion), multi-head attention, tied or untied output layer.
 //   - LlamaForCausalLM: RoPE (rotate-half, whole head), RMSNorm, SwiGLU, any number of query
 //     groups, tied or untied, with or without linear biases.
+//   - MixtralForCausalLM: Llama's attention with a mixture of experts in every layer (SwiGLU
+//     experts, softmax router whose top-k probabilities are renormalised: Megatron's default
+//     routing, without --moe-router-pre-softmax), no shared expert, no biases, dropless. The
+//     experts are written as the hub's checkpoints hold them (block_sparse_moe.experts.<j>.w1/w2/w3).
 // Anything else (RoPE with LayerNorm, partial or interleaved rotary, ...) is refused, naming the
 // setting. The export cuts Megatron's padded vocabulary back to the tokenizer's size. The HF
 // names, GPT-2's Conv1D [in, out] layout, Llama's separate q/k/v and gate/up projections and the
@@ -24,7 +28,10 @@
 
 namespace megatron::interop {
 
-enum class HfFamily { kGpt2, kLlama };
+enum class HfFamily { kGpt2, kLlama, kMixtral };
+
+// transformers' class of a family: "GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM".
+const char* hf_architecture(HfFamily family);
 
 // Which family can hold this model; throws megatron::Error naming every setting neither can.
 HfFamily hf_family_of(const model::ModelConfig& c);

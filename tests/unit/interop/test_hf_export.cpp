@@ -191,6 +191,40 @@ TEST(HfFamily, RefusesModelsNeitherFamilyHoldsNamingTheSetting) {
   partial.rotary_interleaved = true;  // both problems reported together
   testing::expect_contains(testing::error_of([&] { hf_family_of(partial); }),
                            {"--rotary-percent", "--rotary-interleaved"});
+  // A mixture of experts is Mixtral's only when every setting is Mixtral's, each other one named.
+  model::ModelConfig moe = testing::hf_llama_config();
+  moe.add_bias_linear = false;
+  moe.moe.num_experts = 4;
+  EXPECT_EQ(hf_family_of(moe), HfFamily::kMixtral);
+  moe.moe.shared_expert_intermediate_size = 32;
+  moe.moe.router_pre_softmax = true;
+  moe.moe.layer_freq = 2;
+  testing::expect_contains(testing::error_of([&] { hf_family_of(moe); }),
+                           {"Mixtral has no shared expert", "--moe-router-pre-softmax", "--moe-layer-freq 2"});
+}
+
+// Mixtral's experts under the hub's names: block_sparse_moe.gate, experts.<j>.w1 (gate), w3 (up)
+// and w2, each expert's block of Megatron's stacked tensors.
+TEST(HfExport, MixtralExpertsAreTheHubsPerExpertTensors) {
+  model::ModelConfig c = testing::hf_llama_config();
+  c.add_bias_linear = false;
+  c.moe.num_experts = 3;
+  c.moe.ffn_hidden_size = 40;
+  const auto params = testing::full_parameters(c);
+  const HfExport out = to_hf(c, params, 0, testing::kGpt2Tokens);
+  EXPECT_EQ(out.family, HfFamily::kMixtral);
+  std::map<std::string, at::Tensor> hf(out.tensors.begin(), out.tensors.end());
+  std::map<std::string, at::Tensor> ours(params.begin(), params.end());
+  const at::Tensor fc1 = ours.at("decoder.layers.1.mlp.experts.linear_fc1.weight");
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.block_sparse_moe.experts.2.w1.weight"), fc1[2].narrow(0, 0, 40)));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.block_sparse_moe.experts.2.w3.weight"), fc1[2].narrow(0, 40, 40)));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.block_sparse_moe.experts.0.w2.weight"),
+                        ours.at("decoder.layers.1.mlp.experts.linear_fc2.weight")[0]));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.0.block_sparse_moe.gate.weight"), ours.at("decoder.layers.0.mlp.router.weight")));
+  EXPECT_EQ(hf.count("model.layers.0.mlp.gate_proj.weight"), 0u);
+  EXPECT_EQ(out.config.at("num_local_experts"), 3);
+  EXPECT_EQ(out.config.at("intermediate_size"), 40);
+  EXPECT_EQ(out.config.at("model_type"), "mixtral");
 }
 
 }  // namespace

@@ -86,6 +86,13 @@ std::vector<std::string> ParallelConfig::validate() const {
     problems.push_back(str_cat("world size ", world_size, " is not divisible by tensor (", tp,
                                ") x pipeline (", pp, ") x context (", cp, ") parallel sizes"));
   }
+  if (ep < 1) problems.push_back("--expert-model-parallel-size must be at least 1");
+  if (etp < 0) problems.push_back("--expert-tensor-parallel-size must be at least 1");
+  if (problems.empty() && world_size % (expert_tp() * ep * pp) != 0) {
+    problems.push_back(str_cat("decoder world_size (", world_size,
+                               ") is not divisible by expert_tensor_model_pipeline_parallel size (",
+                               expert_tp() * ep * pp, ")"));
+  }
   return problems;
 }
 
@@ -106,6 +113,19 @@ ParallelState::ParallelState(const ParallelConfig& config, int rank) : config_(c
   cp_rank_ = position_in(cp_group, rank);
   embedding_group_ = {pp_group_.front()};
   if (pp_group_.size() > 1) embedding_group_.push_back(pp_group_.back());
+  // The experts' grid: the same order with tp = ETP, ep, dp = EDP, cp = 1 (Megatron's
+  // expert_decoder_rank_generator).
+  const RankGenerator experts(config.expert_tp(), config.ep, config.expert_dp(), config.pp, 1, config.order());
+  ep_group_ = group_of(experts.groups("ep"), rank);
+  expert_tp_group_ = group_of(experts.groups("tp"), rank);
+  expert_dp_group_ = group_of(experts.groups("dp"), rank);
+  expert_tp_ep_group_ = group_of(experts.groups("tp-ep"), rank);
+  expert_mp_group_ = group_of(experts.groups("tp-ep-pp"), rank);
+  MEGATRON_CHECK(group_of(experts.groups("pp"), rank) == pp_group_,
+                 "internal error: the experts' pipeline groups differ from the model's");
+  ep_rank_ = position_in(ep_group_, rank);
+  expert_tp_rank_ = position_in(expert_tp_group_, rank);
+  expert_dp_rank_ = position_in(expert_dp_group_, rank);
 }
 
 int ParallelState::next_pipeline_rank() const {
@@ -118,14 +138,19 @@ int ParallelState::prev_pipeline_rank() const {
 
 std::string ParallelState::checkpoint_shard_name() const { return checkpoint_shard_name(tp_rank_, pp_rank_, config_.pp); }
 
-std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp) {
-  char buf[32];
+std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank, int ep) {
+  char buf[48];
   if (pp == 1) {
     std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
   } else {
     std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
   }
-  return buf;
+  std::string name = buf;
+  if (ep > 1) {
+    std::snprintf(buf, sizeof(buf), "_%03d", ep_rank);
+    name += buf;
+  }
+  return name;
 }
 
 std::uint64_t ParallelState::default_seed(std::uint64_t seed) const {
@@ -134,6 +159,11 @@ std::uint64_t ParallelState::default_seed(std::uint64_t seed) const {
 
 std::uint64_t ParallelState::model_parallel_seed(std::uint64_t seed) const {
   return default_seed(seed) + 2718 + static_cast<std::uint64_t>(tp_rank_);
+}
+
+std::uint64_t ParallelState::expert_parallel_seed(std::uint64_t seed) const {
+  return default_seed(seed) + 1024 + 100 * static_cast<std::uint64_t>(ep_rank_) +
+         static_cast<std::uint64_t>(expert_tp_rank_);
 }
 
 }  // namespace megatron::parallel

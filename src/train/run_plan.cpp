@@ -121,8 +121,13 @@ PrecisionPlan precision_plan(const PrecisionArgs& x) {
 RunPlan make_run_plan(const Arguments& args) {
   RunPlan plan;
   const ParallelArgs& p = args.parallel;
-  plan.parallel = parallel::ParallelConfig{p.world_size, p.tensor_model_parallel_size, p.pipeline_model_parallel_size,
-                                           p.context_parallel_size, p.use_tp_pp_dp_mapping};
+  plan.parallel = parallel::ParallelConfig{p.world_size,
+                                           p.tensor_model_parallel_size,
+                                           p.pipeline_model_parallel_size,
+                                           p.context_parallel_size,
+                                           p.use_tp_pp_dp_mapping,
+                                           p.expert_model_parallel_size,
+                                           p.expert_tensor_parallel_size.value_or(0)};
   plan.distributed_timeout_minutes = p.distributed_timeout_minutes;
   plan.pipeline = pipeline_plan(args);
   plan.precision = precision_plan(args.precision);

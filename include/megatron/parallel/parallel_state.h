@@ -1,7 +1,9 @@
 // Where a rank sits in the TP x CP x DP x PP grid, and its process groups, exactly as Megatron's
 // parallel_state / RankGenerator lays them out (spec section 8): an order string, leftmost axis
 // fastest; groups as lists of global ranks in Megatron's creation order. Immutable; built once
-// and passed explicitly. Expert parallelism is fixed at 1 (dense GPT).
+// and passed explicitly. The experts of MoE layers have a grid of their own, as Megatron's expert
+// RankGenerator builds it: tp = the expert tensor-parallel size, ep, dp = the expert
+// data-parallel size (world / (etp x ep x pp)), the same pp, cp = 1, in the same order.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +38,14 @@ struct ParallelConfig {
   int pp = 1;
   int cp = 1;
   bool tp_pp_dp_order = false;  // --use-tp-pp-dp-mapping
+  int ep = 1;                   // --expert-model-parallel-size
+  int etp = 0;                  // --expert-tensor-parallel-size; 0: tp
 
   // Every problem with these sizes (world not divisible, non-positive sizes, ...).
   std::vector<std::string> validate() const;
   int dp() const { return world_size / (tp * pp * cp); }
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  int expert_dp() const { return world_size / (expert_tp() * ep * pp); }
   std::string order() const { return tp_pp_dp_order ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp"; }
 };
 
@@ -68,6 +74,18 @@ class ParallelState {
   const std::vector<int>& dp_group() const { return dp_group_; }
   const std::vector<int>& dp_cp_group() const { return dp_cp_group_; }
   const std::vector<int>& model_parallel_group() const { return mp_group_; }
+  // The experts' grid: this rank's coordinates and groups in it.
+  int ep() const { return config_.ep; }
+  int expert_tp() const { return config_.expert_tp(); }
+  int expert_dp() const { return config_.expert_dp(); }
+  int ep_rank() const { return ep_rank_; }
+  int expert_tp_rank() const { return expert_tp_rank_; }
+  int expert_dp_rank() const { return expert_dp_rank_; }
+  const std::vector<int>& ep_group() const { return ep_group_; }
+  const std::vector<int>& expert_tp_group() const { return expert_tp_group_; }
+  const std::vector<int>& expert_dp_group() const { return expert_dp_group_; }           // expert gradients
+  const std::vector<int>& expert_tp_ep_group() const { return expert_tp_ep_group_; }     // the dispatchers
+  const std::vector<int>& expert_model_parallel_group() const { return expert_mp_group_; }  // tp-ep-pp
   // {first, last} stage of this rank's pipeline ({first} when pp == 1).
   const std::vector<int>& embedding_group() const { return embedding_group_; }
   int next_pipeline_rank() const;  // cyclic neighbours in the pp group
@@ -75,19 +93,24 @@ class ParallelState {
 
   // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1.
   std::string checkpoint_shard_name() const;
-  // The same for any TP and PP rank of a layout with `pp` stages.
-  static std::string checkpoint_shard_name(int tp_rank, int pp_rank, int pp);
+  // The same for any TP and PP rank of a layout with `pp` stages; with `ep` > 1 Megatron's
+  // expert suffix follows: mp_rank_TT[_PPP]_EEE.
+  static std::string checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank = 0, int ep = 1);
 
   // Seeds (spec 8): the default generator's seed = seed + 100 * pp_rank; the model-parallel
   // tracker's = that + 2718 + tp_rank.
   std::uint64_t default_seed(std::uint64_t seed) const;
   std::uint64_t model_parallel_seed(std::uint64_t seed) const;
+  // The expert-parallel tracker's: the default seed + 1024 + 100 * ep_rank + expert tp_rank.
+  std::uint64_t expert_parallel_seed(std::uint64_t seed) const;
 
  private:
   ParallelConfig config_;
   int rank_;
   int tp_rank_ = 0, pp_rank_ = 0, dp_rank_ = 0, cp_rank_ = 0;
+  int ep_rank_ = 0, expert_tp_rank_ = 0, expert_dp_rank_ = 0;
   std::vector<int> tp_group_, pp_group_, dp_group_, dp_cp_group_, mp_group_, embedding_group_;
+  std::vector<int> ep_group_, expert_tp_group_, expert_dp_group_, expert_tp_ep_group_, expert_mp_group_;
 };
 
 }  // namespace megatron::parallel

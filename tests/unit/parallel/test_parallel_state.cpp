@@ -2,6 +2,9 @@
 // group in Megatron's creation order, every rank's coordinates, shard names and seeds.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_state.h"
 
@@ -40,6 +43,44 @@ TEST(ParallelState, CoordinatesFollowRankEqualsTpPlus2DpPlus4Pp) {
   EXPECT_EQ(ParallelState(config, 13).next_pipeline_rank(), 1);  // cyclic
   EXPECT_EQ(r5.default_seed(1234), 1334u);
   EXPECT_EQ(r5.model_parallel_seed(1234), 1334u + 2718u + 1u);
+}
+
+// The experts' grid against megatron-core 0.12's own RankGenerator (the lists below are what it
+// returned for these sizes): tp = ETP, ep, dp = EDP, the same pp, cp = 1.
+TEST(ParallelState, ExpertGridMatchesMegatronsExpertRankGenerator) {
+  // 8 ranks, TP = ETP 2, EP 4: EP [0,2,4,6] [1,3,5,7], ETP [0,1] ..., EDP of one rank each.
+  ParallelConfig tp2_ep4{8, 2, 1, 1, false, 4};
+  for (int rank = 0; rank < 8; ++rank) {
+    const ParallelState ps(tp2_ep4, rank);
+    EXPECT_EQ(ps.ep_group(), rank % 2 == 0 ? (std::vector<int>{0, 2, 4, 6}) : (std::vector<int>{1, 3, 5, 7})) << rank;
+    EXPECT_EQ(ps.expert_tp_group(), (std::vector<int>{rank / 2 * 2, rank / 2 * 2 + 1})) << rank;
+    EXPECT_EQ(ps.expert_dp_group(), std::vector<int>{rank}) << rank;
+    EXPECT_EQ(ps.expert_tp_ep_group(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7})) << rank;
+    EXPECT_EQ(ps.ep_rank(), rank / 2) << rank;
+    EXPECT_EQ(ps.expert_dp(), 1);
+  }
+  // 8 ranks, TP 1, EP 2, PP 2: EP [0,1] [2,3] [4,5] [6,7], EDP [0,2] [1,3] [4,6] [5,7],
+  // tp-ep-pp [0,1,4,5] [2,3,6,7].
+  const ParallelConfig ep2_pp2{8, 1, 2, 1, false, 2};
+  const ParallelState r5(ep2_pp2, 5);
+  EXPECT_EQ(r5.ep_group(), (std::vector<int>{4, 5}));
+  EXPECT_EQ(r5.expert_dp_group(), (std::vector<int>{5, 7}));
+  EXPECT_EQ(r5.expert_model_parallel_group(), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(r5.ep_rank(), 1);
+  EXPECT_EQ(r5.expert_dp_rank(), 0);
+  EXPECT_EQ(r5.checkpoint_shard_name(), "mp_rank_00_001");
+  EXPECT_EQ(ParallelState::checkpoint_shard_name(0, 1, 2, r5.ep_rank(), r5.ep()), "mp_rank_00_001_001");
+  EXPECT_EQ(ParallelState::checkpoint_shard_name(1, 0, 1, 3, 4), "mp_rank_01_003");
+  EXPECT_EQ(r5.expert_parallel_seed(1234), 1334u + 1024u + 100u);
+  // TP 2 with ETP 1, EP 2 on 4 ranks: EP [0,1] [2,3], EDP [0,2] [1,3].
+  ParallelConfig etp1{4, 2, 1, 1, false, 2, 1};
+  EXPECT_EQ(ParallelState(etp1, 2).ep_group(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(ParallelState(etp1, 1).expert_dp_group(), (std::vector<int>{1, 3}));
+  // Megatron's RuntimeError when the experts' grid does not divide the world.
+  const ParallelConfig indivisible{6, 1, 1, 1, false, 4};
+  const std::vector<std::string> problems = indivisible.validate();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "decoder world_size (6) is not divisible by expert_tensor_model_pipeline_parallel size (4)");
 }
 
 TEST(ParallelState, SingleProcessIsItsOwnEverything) {

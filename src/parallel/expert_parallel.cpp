@@ -1,0 +1,83 @@
+// The expert-parallel all-to-all (see expert_parallel.h).
+#include "megatron/parallel/expert_parallel.h"
+
+#include <torch/autograd.h>
+
+#include <numeric>
+
+#include "megatron/core/check.h"
+
+namespace megatron::parallel {
+namespace {
+
+constexpr int kTagAllToAll = 7201;
+
+std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& splits) {
+  std::vector<std::int64_t> offsets(splits.size() + 1, 0);
+  std::partial_sum(splits.begin(), splits.end(), offsets.begin() + 1);
+  return offsets;
+}
+
+// The exchange itself, no autograd: every peer's block sent and received concurrently, this
+// rank's own block copied.
+at::Tensor exchange(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
+                    const std::vector<std::int64_t>& input_splits, const ProcessGroup& group, Communicator& comm) {
+  const int size = group.size(), me = group.rank();
+  MEGATRON_CHECK(static_cast<int>(output_splits.size()) == size && static_cast<int>(input_splits.size()) == size,
+                 "all_to_all over ", group.describe(), ": ", size, " splits needed, got ", input_splits.size(),
+                 " (input) and ", output_splits.size(), " (output)");
+  const std::vector<std::int64_t> in = offsets_of(input_splits), out = offsets_of(output_splits);
+  MEGATRON_CHECK(in.back() == input.size(0), "all_to_all: the input splits add up to ", in.back(), " rows, the input has ",
+                 input.size(0));
+  const at::Tensor source = input.contiguous();
+  std::vector<std::int64_t> shape = source.sizes().vec();
+  shape[0] = out.back();
+  at::Tensor result = at::empty(shape, source.options());
+  std::vector<Work> pending;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == me) continue;
+    if (input_splits[peer] > 0) pending.push_back(comm.send(source.narrow(0, in[peer], input_splits[peer]), peer, group, kTagAllToAll));
+    if (output_splits[peer] > 0) {
+      at::Tensor slot = result.narrow(0, out[peer], output_splits[peer]);
+      pending.push_back(comm.recv(slot, peer, group, kTagAllToAll));
+    }
+  }
+  MEGATRON_CHECK(input_splits[me] == output_splits[me], "all_to_all: this rank keeps ", input_splits[me],
+                 " of its rows but expects ", output_splits[me]);
+  if (input_splits[me] > 0) result.narrow(0, out[me], output_splits[me]).copy_(source.narrow(0, in[me], input_splits[me]));
+  for (Work& w : pending) w.wait();
+  return result;
+}
+
+class AllToAll : public torch::autograd::Function<AllToAll> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            const std::vector<std::int64_t>& output_splits, const std::vector<std::int64_t>& input_splits,
+                            std::int64_t group_address, std::int64_t comm_address) {
+    ctx->saved_data["output_splits"] = output_splits;
+    ctx->saved_data["input_splits"] = input_splits;
+    ctx->saved_data["group"] = group_address;
+    ctx->saved_data["comm"] = comm_address;
+    return exchange(input, output_splits, input_splits, *reinterpret_cast<const ProcessGroup*>(group_address),
+                    *reinterpret_cast<Communicator*>(comm_address));
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    // The gradient rows return to where their rows came from: the splits swapped.
+    const auto back = exchange(grads[0], ctx->saved_data["input_splits"].toIntVector(),
+                               ctx->saved_data["output_splits"].toIntVector(),
+                               *reinterpret_cast<const ProcessGroup*>(ctx->saved_data["group"].toInt()),
+                               *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt()));
+    return {back, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
+                      const std::vector<std::int64_t>& input_splits, const ProcessGroup& group, Communicator& comm) {
+  return AllToAll::apply(input, output_splits, input_splits, reinterpret_cast<std::int64_t>(&group),
+                         reinterpret_cast<std::int64_t>(&comm));
+}
+
+}  // namespace megatron::parallel

@@ -9,6 +9,7 @@
 
 #include "megatron/core/check.h"
 #include "megatron/kernels/ops.h"
+#include "megatron/parallel/expert_parallel.h"
 #include "megatron/parallel/mappings.h"
 
 namespace megatron::model {
@@ -204,10 +205,21 @@ MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, co
                  "enabling sequence parallelism.");
   const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), h = c.hidden_size;
   const parallel::ParameterInit experts = init.scope(kExperts);
-  fc1_ = experts.normal("linear_fc1.weight", {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, c.init_method_std,
-                        expert_fc1_layout(c.swiglu), pc, options.tensor_options);
-  fc2_ = experts.normal("linear_fc2.weight", {num_experts_, h, ffn}, c.init_method_std / std::sqrt(2.0 * c.num_layers),
-                        expert_fc2_layout(), pc, options.tensor_options);
+  const std::vector<std::int64_t> fc1_shape = {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, fc2_shape = {num_experts_, h, ffn};
+  const double fc1_std = c.init_method_std, fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
+  const int ep = pc.state != nullptr ? pc.state->ep() : 1;
+  if (ep > 1) {  // this rank's experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), whole
+    MEGATRON_CHECK(parallel::tp_size(pc) == 1, "expert parallelism with tensor parallelism is not built yet");
+    MEGATRON_CHECK(num_experts_ % ep == 0, "Number of experts should be a multiple of expert model parallel_size.");
+    parallel::TensorParallelLayout by_expert;
+    by_expert.partition_dim = 0;
+    const int rank = pc.state->ep_rank();
+    fc1_ = experts.normal_block("linear_fc1.weight", fc1_shape, fc1_std, by_expert, rank, ep, options.tensor_options);
+    fc2_ = experts.normal_block("linear_fc2.weight", fc2_shape, fc2_std, by_expert, rank, ep, options.tensor_options);
+  } else {
+    fc1_ = experts.normal("linear_fc1.weight", fc1_shape, fc1_std, expert_fc1_layout(c.swiglu), pc, options.tensor_options);
+    fc2_ = experts.normal("linear_fc2.weight", fc2_shape, fc2_std, expert_fc2_layout(), pc, options.tensor_options);
+  }
   if (c.moe.shared_expert_intermediate_size > 0) {
     ModelConfig shared = c;
     shared.ffn_hidden_size = c.moe.shared_expert_intermediate_size;
@@ -233,6 +245,11 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
   const at::Tensor local = x.reshape({s * b, h});
   last_ = router_.route(local, s, ctx);
   if (ctx.moe_losses != nullptr) ctx.moe_losses->add(last_.z_loss, last_.load_balancing_loss);
+  if (fc1_.size(0) < num_experts_) {  // expert parallelism
+    at::Tensor result = all_to_all_experts(local, last_.routing_map, last_.probs).to(x.scalar_type()).view({s, b, h});
+    if (shared_experts_) result = result + shared_experts_->forward(x).first;
+    return {result, at::Tensor()};
+  }
   // The allgather dispatcher: every TP rank sees the tokens (and routing) of all.
   const bool gathered = parallel::tp_size(pc_) > 1;
   const at::Tensor tokens = gathered ? parallel::gather_from_sequence_parallel_region(local, pc_) : local;
@@ -255,6 +272,52 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
   at::Tensor result = combined.to(x.scalar_type()).view({s, b, h});
   if (shared_experts_) result = result + shared_experts_->forward(x).first;
   return {result, at::Tensor()};
+}
+
+at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map,
+                                        const at::Tensor& probs) const {
+  const parallel::ProcessGroup& group = *pc_.ep;
+  const int ep = group.size();
+  const std::int64_t local = fc1_.size(0), first = pc_.state->ep_rank() * local;
+  // Every rank's selections per expert, [ep, E] on the host: the exchange's sizes.
+  const at::Tensor counts = routing_map.sum(0).to(at::kLong).contiguous();
+  at::Tensor gathered = at::empty({ep, num_experts_}, counts.options());
+  pc_.comm->all_gather(gathered, counts, group).wait();
+  const at::Tensor all = gathered.cpu();
+  const auto counts_of = all.accessor<std::int64_t, 2>();
+  const auto count = [&](int rank, std::int64_t expert) { return counts_of[rank][expert]; };
+  std::vector<std::int64_t> input_splits(ep, 0), output_splits(ep, 0), per_expert(local, 0);
+  for (int r = 0; r < ep; ++r) {
+    for (std::int64_t j = 0; j < local; ++j) {
+      input_splits[r] += count(pc_.state->ep_rank(), r * local + j);
+      output_splits[r] += count(r, first + j);
+      per_expert[j] += count(r, first + j);
+    }
+  }
+  // The (expert, token) pairs by expert, then by token: already grouped by destination rank.
+  const at::Tensor pairs = routing_map.t().nonzero();
+  const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);
+  const at::Tensor received = parallel::all_to_all(tokens.index_select(0, token_of), output_splits, input_splits,
+                                                   group, *pc_.comm);  // [source rank][local expert]
+  // Regrouped by local expert, then by source rank.
+  std::vector<std::int64_t> order;
+  std::vector<std::int64_t> start(ep, 0);
+  for (int r = 1; r < ep; ++r) start[r] = start[r - 1] + output_splits[r - 1];
+  for (std::int64_t j = 0; j < local; ++j) {
+    for (int r = 0; r < ep; ++r) {
+      std::int64_t offset = start[r];
+      for (std::int64_t k = 0; k < j; ++k) offset += count(r, first + k);
+      for (std::int64_t i = 0; i < count(r, first + j); ++i) order.push_back(offset + i);
+    }
+  }
+  const auto longs = at::TensorOptions().dtype(at::kLong).device(tokens.device());
+  const at::Tensor by_expert = at::tensor(order, longs);
+  const at::Tensor out = experts(received.index_select(0, by_expert), at::tensor(per_expert, longs));
+  const at::Tensor back = parallel::all_to_all(out.index_select(0, at::argsort(by_expert)), input_splits,
+                                               output_splits, group, *pc_.comm);  // in the pairs' order
+  const at::Tensor weights = probs.index({token_of, expert_of}).unsqueeze(1);
+  return at::zeros({tokens.size(0), tokens.size(1)}, tokens.options().dtype(at::kFloat))
+      .index_add(0, token_of, back.to(at::kFloat) * weights);
 }
 
 void MoeLayer::collect(const std::string& prefix, ParameterList& out) const {

@@ -37,8 +37,13 @@ ParallelContext ParallelContext::create(const ParallelState& state, Communicator
     for (std::size_t i = 1; i + 1 < group.size(); ++i) embedding.push_back({group[i]});
   }
   pc.embedding = comm.new_group("embedding", embedding);
+  // The experts' grid (ParallelState's expert RankGenerator).
+  const RankGenerator experts(c.expert_tp(), c.ep, c.expert_dp(), c.pp, 1, c.order());
+  pc.ep = comm.new_group("expert-model-parallel", experts.groups("ep"));
+  pc.expert_dp = comm.new_group("expert-data-parallel", experts.groups("dp"));
   MEGATRON_ASSERT(pc.tp->ranks() == state.tp_group() && pc.dp->ranks() == state.dp_group() &&
-                      pc.pp->ranks() == state.pp_group() && pc.mp->ranks() == state.model_parallel_group(),
+                      pc.pp->ranks() == state.pp_group() && pc.mp->ranks() == state.model_parallel_group() &&
+                      pc.ep->ranks() == state.ep_group() && pc.expert_dp->ranks() == state.expert_dp_group(),
                   "communicator groups disagree with ParallelState");
   return pc;
 }

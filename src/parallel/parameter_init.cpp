@@ -52,8 +52,14 @@ at::Tensor ParameterInit::draw(std::string_view name, at::IntArrayRef full_shape
 at::Tensor ParameterInit::normal(std::string_view name, at::IntArrayRef full_shape, double std,
                                  const TensorParallelLayout& layout, const ParallelContext& pc,
                                  const at::TensorOptions& options) const {
+  return normal_block(name, full_shape, std, layout, tp_rank(pc), tp_size(pc), options);
+}
+
+at::Tensor ParameterInit::normal_block(std::string_view name, at::IntArrayRef full_shape, double std,
+                                       const TensorParallelLayout& layout, int rank, int size,
+                                       const at::TensorOptions& options) const {
   const at::Device device = options.has_device() ? options.device() : at::Device(at::kCPU);
-  at::Tensor shard = draw(name, full_shape, std, layout, tp_rank(pc), tp_size(pc), device);
+  at::Tensor shard = draw(name, full_shape, std, layout, rank, size, device);
   if (options.has_dtype()) shard = shard.to(options.dtype());
   return shard.set_requires_grad(true);
 }

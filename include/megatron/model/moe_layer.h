@@ -16,7 +16,9 @@
 // split, ETP = TP); the partial outputs are reduce-scattered back to each rank's tokens. The
 // load-balancing loss counts tokens over the TP group (Megatron's sequence-partition group). The
 // parameters are named as Megatron-Core's distributed checkpoints name them, one tensor per layer
-// with the expert as its first dimension. Expert parallelism is not built yet.
+// with the expert as its first dimension. Under expert parallelism (TP 1) each EP rank holds E/EP
+// whole experts and Megatron's alltoall dispatcher moves the tokens; training does not run it yet
+// (the experts' gradients need their expert-data-parallel reduction and checkpoints their pieces).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -80,13 +82,17 @@ class MoeLayer {
 
  private:
   at::Tensor experts(const at::Tensor& tokens, const at::Tensor& tokens_per_expert) const;
+  // Megatron's alltoall dispatcher (expert parallelism): tokens [T, h] to the ranks of their
+  // experts, the local experts run on what arrives, the outputs sent back and summed per token
+  // with their probabilities; [T, h] fp32.
+  at::Tensor all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map, const at::Tensor& probs) const;
 
   bool swiglu_;
   int num_experts_;
   const parallel::ParallelContext& pc_;
   Router router_;
-  at::Tensor fc1_;  // [E, (2) F/tp, h]: [gate; up] per expert with SwiGLU (this rank's blocks of each)
-  at::Tensor fc2_;  // [E, h, F/tp]
+  at::Tensor fc1_;  // [E/ep, (2) F/tp, h]: [gate; up] per expert with SwiGLU (this rank's blocks of each)
+  at::Tensor fc2_;  // [E/ep, h, F/tp]
   std::optional<Mlp> shared_experts_;
   mutable Routing last_;
 };

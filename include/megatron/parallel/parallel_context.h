@@ -23,6 +23,8 @@ struct ParallelContext {
   std::shared_ptr<ProcessGroup> mp;         // model-parallel (tp x pp): gradient norm, found-inf
   std::shared_ptr<ProcessGroup> pp;         // pipeline-model-parallel
   std::shared_ptr<ProcessGroup> embedding;  // first and last pipeline stage
+  std::shared_ptr<ProcessGroup> ep;         // expert-model-parallel: the ranks splitting a layer's experts
+  std::shared_ptr<ProcessGroup> expert_dp;  // expert-data-parallel: the ranks holding the same experts
   std::shared_ptr<ProcessGroup> world;
 
   // Collective over the world: makes every group kind in Megatron's creation order.

@@ -39,6 +39,12 @@ class ParameterInit {
                     const TensorParallelLayout& layout, const ParallelContext& pc,
                     const at::TensorOptions& options) const;
 
+  // Block `rank` of `size` of the parameter split as `layout` says (normal() with the TP group's
+  // rank and size): the experts of one expert-parallel rank, split along the expert dimension.
+  at::Tensor normal_block(std::string_view name, at::IntArrayRef full_shape, double std,
+                          const TensorParallelLayout& layout, int rank, int size,
+                          const at::TensorOptions& options) const;
+
   // The whole parameter as one fp32 CPU tensor (what the single process holds): for references.
   at::Tensor full(std::string_view name, at::IntArrayRef full_shape, double std) const;
 

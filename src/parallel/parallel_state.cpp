@@ -121,8 +121,10 @@ ParallelState::ParallelState(const ParallelConfig& config, int rank) : config_(c
   expert_dp_group_ = group_of(experts.groups("dp"), rank);
   expert_tp_ep_group_ = group_of(experts.groups("tp-ep"), rank);
   expert_mp_group_ = group_of(experts.groups("tp-ep-pp"), rank);
-  MEGATRON_CHECK(group_of(experts.groups("pp"), rank) == pp_group_,
-                 "internal error: the experts' pipeline groups differ from the model's");
+  // Megatron's rule: the two grids share their pipelines (with pp last in the order they do).
+  MEGATRON_CHECK(config.ep == 1 || group_of(experts.groups("pp"), rank) == pp_group_,
+                 "When not using pp-last rank ordering, the data parallel size of the attention and moe layers must "
+                 "be the same (--use-tp-pp-dp-mapping with expert parallelism)");
   ep_rank_ = position_in(ep_group_, rank);
   expert_tp_rank_ = position_in(expert_tp_group_, rank);
   expert_dp_rank_ = position_in(expert_dp_group_, rank);

@@ -243,18 +243,21 @@ at::Tensor MoeLayer::experts(const at::Tensor& tokens, const at::Tensor& tokens_
 std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const ForwardContext& ctx) const {
   const std::int64_t s = x.size(0), b = x.size(1), h = x.size(2);
   const at::Tensor local = x.reshape({s * b, h});
-  last_ = router_.route(local, s, ctx);
-  if (ctx.moe_losses != nullptr) ctx.moe_losses->add(last_.z_loss, last_.load_balancing_loss);
+  const Routing routing = router_.route(local, s, ctx);
+  // What last_routing() shows: detached, so that it holds no graph past this pass.
+  last_ = {routing.probs.detach(), routing.routing_map, routing.tokens_per_expert, routing.load_balancing_loss,
+           routing.z_loss};
+  if (ctx.moe_losses != nullptr) ctx.moe_losses->add(routing.z_loss, routing.load_balancing_loss);
   if (fc1_.size(0) < num_experts_) {  // expert parallelism
-    at::Tensor result = all_to_all_experts(local, last_.routing_map, last_.probs).to(x.scalar_type()).view({s, b, h});
+    at::Tensor result = all_to_all_experts(local, routing.routing_map, routing.probs).to(x.scalar_type()).view({s, b, h});
     if (shared_experts_) result = result + shared_experts_->forward(x).first;
     return {result, at::Tensor()};
   }
   // The allgather dispatcher: every TP rank sees the tokens (and routing) of all.
   const bool gathered = parallel::tp_size(pc_) > 1;
   const at::Tensor tokens = gathered ? parallel::gather_from_sequence_parallel_region(local, pc_) : local;
-  const at::Tensor probs = gathered ? parallel::gather_from_sequence_parallel_region(last_.probs, pc_) : last_.probs;
-  at::Tensor routing_map = last_.routing_map;
+  const at::Tensor probs = gathered ? parallel::gather_from_sequence_parallel_region(routing.probs, pc_) : routing.probs;
+  at::Tensor routing_map = routing.routing_map;
   if (gathered) {
     at::Tensor all = at::empty({tokens.size(0), num_experts_}, routing_map.options().dtype(at::kByte));
     pc_.comm->all_gather(all, routing_map.to(at::kByte).contiguous(), *pc_.tp).wait();

@@ -27,14 +27,14 @@ class AttachAuxLoss : public torch::autograd::Function<AttachAuxLoss> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& loss,
                             double scale) {
     ctx->saved_data["scale"] = scale;
-    ctx->saved_data["loss_options"] = loss.scalar_type();
+    ctx->saved_data["loss_dtype"] = loss.scalar_type();
     return x.clone();
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const double scale = ctx->saved_data["scale"].toDouble();
     const at::Tensor loss_grad =
-        at::full({}, scale, grads[0].options().dtype(ctx->saved_data["loss_options"].toScalarType()));
+        at::full({}, scale, grads[0].options().dtype(ctx->saved_data["loss_dtype"].toScalarType()));
     return {grads[0], loss_grad, at::Tensor()};
   }
 };
@@ -86,6 +86,24 @@ at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& weight, const a
     row += n;
   }
   return at::cat(parts, 0);
+}
+
+// The (expert, token) pairs of a routing map [T, E], by expert, then by token (moe_utils.permute's
+// order; grouped by destination rank under expert parallelism).
+struct Pairs {
+  at::Tensor expert_of, token_of;
+};
+Pairs pairs_of(const at::Tensor& routing_map) {
+  const at::Tensor pairs = routing_map.t().nonzero();
+  return {pairs.select(1, 0), pairs.select(1, 1)};
+}
+
+// The experts' outputs [pairs, h] weighted by their routing probabilities (after fc2, in fp32)
+// and summed per token: [tokens, h] fp32.
+at::Tensor combine(const at::Tensor& out, const at::Tensor& probs, const Pairs& p, std::int64_t tokens) {
+  const at::Tensor weights = probs.index({p.token_of, p.expert_of}).unsqueeze(1);
+  return at::zeros({tokens, out.size(1)}, out.options().dtype(at::kFloat))
+      .index_add(0, p.token_of, out.to(at::kFloat) * weights);
 }
 
 }  // namespace
@@ -263,14 +281,9 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
     pc_.comm->all_gather(all, routing_map.to(at::kByte).contiguous(), *pc_.tp).wait();
     routing_map = all.to(at::kBool);
   }
-  // The (expert, token) pairs by expert, then by token (moe_utils.permute's order).
-  const at::Tensor pairs = routing_map.t().nonzero();
-  const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);
-  const at::Tensor out = experts(tokens.index_select(0, token_of), routing_map.sum(0));
-  // Weighted by the routing probabilities after fc2 and summed per token, in fp32.
-  const at::Tensor weights = probs.index({token_of, expert_of}).unsqueeze(1);
-  at::Tensor combined = at::zeros({tokens.size(0), h}, x.options().dtype(at::kFloat))
-                            .index_add(0, token_of, out.to(at::kFloat) * weights);
+  const Pairs pairs = pairs_of(routing_map);
+  const at::Tensor out = experts(tokens.index_select(0, pairs.token_of), routing_map.sum(0));
+  at::Tensor combined = combine(out, probs, pairs, tokens.size(0));
   if (gathered) combined = parallel::reduce_scatter_to_sequence_parallel_region(combined, pc_);
   at::Tensor result = combined.to(x.scalar_type()).view({s, b, h});
   if (shared_experts_) result = result + shared_experts_->forward(x).first;
@@ -297,10 +310,8 @@ at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tens
       per_expert[j] += count(r, first + j);
     }
   }
-  // The (expert, token) pairs by expert, then by token: already grouped by destination rank.
-  const at::Tensor pairs = routing_map.t().nonzero();
-  const at::Tensor expert_of = pairs.select(1, 0), token_of = pairs.select(1, 1);
-  const at::Tensor received = parallel::all_to_all(tokens.index_select(0, token_of), output_splits, input_splits,
+  const Pairs pairs = pairs_of(routing_map);  // grouped by destination rank
+  const at::Tensor received = parallel::all_to_all(tokens.index_select(0, pairs.token_of), output_splits, input_splits,
                                                    group, *pc_.comm);  // [source rank][local expert]
   // Regrouped by local expert, then by source rank.
   std::vector<std::int64_t> order;
@@ -318,9 +329,7 @@ at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tens
   const at::Tensor out = experts(received.index_select(0, by_expert), at::tensor(per_expert, longs));
   const at::Tensor back = parallel::all_to_all(out.index_select(0, at::argsort(by_expert)), input_splits,
                                                output_splits, group, *pc_.comm);  // in the pairs' order
-  const at::Tensor weights = probs.index({token_of, expert_of}).unsqueeze(1);
-  return at::zeros({tokens.size(0), tokens.size(1)}, tokens.options().dtype(at::kFloat))
-      .index_add(0, token_of, back.to(at::kFloat) * weights);
+  return combine(back, probs, pairs, tokens.size(0));
 }
 
 void MoeLayer::collect(const std::string& prefix, ParameterList& out) const {

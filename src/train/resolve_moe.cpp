@@ -31,7 +31,8 @@ void Resolver::moe() {
   const model::MoeConfig config = moe_config(a_);
   for (const std::string& message : config.validate()) problem(message);
   // Not built yet: the experts split over ranks, and what needs them.
-  unsupported(ep > 1, "--expert-model-parallel-size " + num(std::int64_t{ep}), "the experts of a layer are on every rank");
+  unsupported(ep > 1, "--expert-model-parallel-size " + num(std::int64_t{ep}),
+              "training does not yet reduce, optimise or save experts split over ranks");
   check(tp == 1 || p.sequence_parallel,
         "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
         "sequence parallelism.");

@@ -83,12 +83,11 @@ std::vector<std::pair<std::string, double>> StepRunner::moe_loss_report() const 
   const auto options = at::TensorOptions().dtype(at::kDouble);
   const auto host = [&](const at::Tensor& t) { return t.defined() ? t.to(at::kCPU, at::kDouble) : at::zeros({}, options); };
   at::Tensor sums = at::stack({host(moe_losses_.z_loss), host(moe_losses_.load_balancing_loss)});
-  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.pp).wait();
-  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.dp).wait();
-  // Under sequence parallelism each TP rank holds its part of the load-balancing loss (summed, as
+  // One sum over the world: over the stages' layers and DP (averaged below), and over the
+  // sequence-parallel ranks, each holding its part of the load-balancing loss (summed, as
   // Megatron's tracker reduces it) and the z-loss of its tokens (averaged).
-  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.tp).wait();
-  sums[0] /= static_cast<double>(pc_.tp->size());
+  pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.world).wait();
+  sums[0] /= static_cast<double>(pc_.tp->size() * pc_.cp->size());
   sums /= static_cast<double>(pc_.dp->size()) * settings_.num_microbatches * layers;
   std::vector<std::pair<std::string, double>> out;
   if (moe.z_loss_coeff > 0) out.emplace_back("z_loss", sums[0].item<double>());

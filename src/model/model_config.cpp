@@ -145,6 +145,7 @@ void visit_fields(Config& c, F& f) {
   f("moe_expert_capacity_factor", c.moe.expert_capacity_factor);
   f("moe_pad_expert_input_to_capacity", c.moe.pad_expert_input_to_capacity);
   f.choice("moe_token_drop_policy", c.moe.token_drop_policy);
+  f.choice("moe_token_dispatcher_type", c.moe.token_dispatcher);
 }
 
 class Writer {

@@ -202,11 +202,13 @@ parallel::TensorParallelLayout expert_fc1_layout(bool swiglu) {
   parallel::TensorParallelLayout l;
   l.partition_dim = 1;
   l.partition_stride = swiglu ? 2 : 1;
+  l.expert_parallel = true;
   return l;
 }
 parallel::TensorParallelLayout expert_fc2_layout() {
   parallel::TensorParallelLayout l;
   l.partition_dim = 2;
+  l.expert_parallel = true;
   return l;
 }
 
@@ -216,8 +218,11 @@ MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, co
                    const parallel::LinearOptions& options)
     : swiglu_(c.swiglu),
       num_experts_(c.moe.num_experts),
+      dispatcher_(c.moe.token_dispatcher),
       pc_(pc),
+      dispatch_(pc),
       router_(c, init.scope(kRouter), pc, options.sequence_parallel, options.tensor_options) {
+  if (pc.tp_ep) dispatch_.tp = pc.tp_ep;
   MEGATRON_CHECK(parallel::tp_size(pc) == 1 || options.sequence_parallel,
                  "During training, performance may degrade if MoE and tensor parallelism are enabled without also "
                  "enabling sequence parallelism.");
@@ -225,19 +230,13 @@ MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, co
   const parallel::ParameterInit experts = init.scope(kExperts);
   const std::vector<std::int64_t> fc1_shape = {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, fc2_shape = {num_experts_, h, ffn};
   const double fc1_std = c.init_method_std, fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
-  const int ep = pc.state != nullptr ? pc.state->ep() : 1;
-  if (ep > 1) {  // this rank's experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), whole
-    MEGATRON_CHECK(parallel::tp_size(pc) == 1, "expert parallelism with tensor parallelism is not built yet");
-    MEGATRON_CHECK(num_experts_ % ep == 0, "Number of experts should be a multiple of expert model parallel_size.");
-    parallel::TensorParallelLayout by_expert;
-    by_expert.partition_dim = 0;
-    const int rank = pc.state->ep_rank();
-    fc1_ = experts.normal_block("linear_fc1.weight", fc1_shape, fc1_std, by_expert, rank, ep, options.tensor_options);
-    fc2_ = experts.normal_block("linear_fc2.weight", fc2_shape, fc2_std, by_expert, rank, ep, options.tensor_options);
-  } else {
-    fc1_ = experts.normal("linear_fc1.weight", fc1_shape, fc1_std, expert_fc1_layout(c.swiglu), pc, options.tensor_options);
-    fc2_ = experts.normal("linear_fc2.weight", fc2_shape, fc2_std, expert_fc2_layout(), pc, options.tensor_options);
-  }
+  // Under expert parallelism this rank's experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), each
+  // split over TP as at EP 1 (ETP = TP).
+  const int ep = pc.state != nullptr ? pc.state->ep() : 1, ep_rank = pc.state != nullptr ? pc.state->ep_rank() : 0;
+  fc1_ = experts.normal_experts("linear_fc1.weight", fc1_shape, fc1_std, expert_fc1_layout(c.swiglu), ep_rank, ep, pc,
+                                options.tensor_options);
+  fc2_ = experts.normal_experts("linear_fc2.weight", fc2_shape, fc2_std, expert_fc2_layout(), ep_rank, ep, pc,
+                                options.tensor_options);
   if (c.moe.shared_expert_intermediate_size > 0) {
     ModelConfig shared = c;
     shared.ffn_hidden_size = c.moe.shared_expert_intermediate_size;
@@ -266,28 +265,37 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
   last_ = {routing.probs.detach(), routing.routing_map, routing.tokens_per_expert, routing.load_balancing_loss,
            routing.z_loss};
   if (ctx.moe_losses != nullptr) ctx.moe_losses->add(routing.z_loss, routing.load_balancing_loss);
-  if (fc1_.size(0) < num_experts_) {  // expert parallelism
-    at::Tensor result = all_to_all_experts(local, routing.routing_map, routing.probs).to(x.scalar_type()).view({s, b, h});
-    if (shared_experts_) result = result + shared_experts_->forward(x).first;
-    return {result, at::Tensor()};
+  at::Tensor combined;
+  if (dispatcher_ == TokenDispatcher::kAllToAll && pc_.ep && pc_.ep->size() > 1) {
+    combined = all_to_all_experts(local, routing.routing_map, routing.probs);
+  } else {
+    combined = all_gather_experts(local, routing.routing_map, routing.probs);
   }
-  // The allgather dispatcher: every TP rank sees the tokens (and routing) of all.
-  const bool gathered = parallel::tp_size(pc_) > 1;
-  const at::Tensor tokens = gathered ? parallel::gather_from_sequence_parallel_region(local, pc_) : local;
-  const at::Tensor probs = gathered ? parallel::gather_from_sequence_parallel_region(routing.probs, pc_) : routing.probs;
-  at::Tensor routing_map = routing.routing_map;
-  if (gathered) {
-    at::Tensor all = at::empty({tokens.size(0), num_experts_}, routing_map.options().dtype(at::kByte));
-    pc_.comm->all_gather(all, routing_map.to(at::kByte).contiguous(), *pc_.tp).wait();
-    routing_map = all.to(at::kBool);
-  }
-  const Pairs pairs = pairs_of(routing_map);
-  const at::Tensor out = experts(tokens.index_select(0, pairs.token_of), routing_map.sum(0));
-  at::Tensor combined = combine(out, probs, pairs, tokens.size(0));
-  if (gathered) combined = parallel::reduce_scatter_to_sequence_parallel_region(combined, pc_);
   at::Tensor result = combined.to(x.scalar_type()).view({s, b, h});
   if (shared_experts_) result = result + shared_experts_->forward(x).first;
   return {result, at::Tensor()};
+}
+
+at::Tensor MoeLayer::all_gather_experts(const at::Tensor& tokens, const at::Tensor& routing_map,
+                                        const at::Tensor& probs) const {
+  // Every rank of the TP x EP group sees the tokens (and routing) of all, and computes its own
+  // experts on them: the TP ranks' shares of the sequence, the EP ranks' micro-batches.
+  const bool gathered = dispatch_.tp->size() > 1;
+  const at::Tensor all_tokens = gathered ? parallel::gather_from_sequence_parallel_region(tokens, dispatch_) : tokens;
+  const at::Tensor all_probs = gathered ? parallel::gather_from_sequence_parallel_region(probs, dispatch_) : probs;
+  at::Tensor all_map = routing_map;
+  if (gathered) {
+    at::Tensor bytes = at::empty({all_tokens.size(0), num_experts_}, routing_map.options().dtype(at::kByte));
+    pc_.comm->all_gather(bytes, routing_map.to(at::kByte).contiguous(), *dispatch_.tp).wait();
+    all_map = bytes.to(at::kBool);
+  }
+  const std::int64_t local = fc1_.size(0), first = pc_.state != nullptr ? pc_.state->ep_rank() * local : 0;
+  const at::Tensor local_map = all_map.narrow(1, first, local);
+  const Pairs pairs = pairs_of(local_map);
+  const at::Tensor out = experts(all_tokens.index_select(0, pairs.token_of), local_map.sum(0));
+  const at::Tensor combined = combine(out, all_probs.narrow(1, first, local), pairs, all_tokens.size(0));
+  // Each rank's tokens back, summed over the TP ranks' partial products and the EP ranks' experts.
+  return gathered ? parallel::reduce_scatter_to_sequence_parallel_region(combined, dispatch_) : combined;
 }
 
 at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map,

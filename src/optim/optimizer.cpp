@@ -74,7 +74,9 @@ Optimizer::Optimizer(parallel::DataParallelBuffers& buffer, const parallel::Para
       // stage only (the last stage's output-layer copy is skipped, as Megatron's param_is_not_shared).
       const parallel::TensorParallelLayout& l = layouts[static_cast<std::size_t>(s.param)];
       const bool copy_of_embedding = l.shared_embedding && !first_stage;
-      if ((l.sharded() || tp_rank == 0) && !copy_of_embedding) extend(norm_runs_, run);
+      if ((l.sharded() || tp_rank == 0) && !copy_of_embedding && buffer.counts_owned_range(static_cast<int>(b))) {
+        extend(norm_runs_, run);
+      }
       segments_.push_back(s);
     }
     main_numel += owned.numel();
@@ -102,17 +104,13 @@ void Optimizer::gather_main_grads() {
   }
 }
 
-const parallel::ProcessGroup& Optimizer::grad_stats_group() const {
-  const parallel::ParallelContext& pc = buffer_->context();
-  return buffer_->config().use_distributed_optimizer ? *pc.world : *pc.mp;
-}
 
 bool Optimizer::unscale_and_check_for_inf() {
   at::NoGradGuard no_grad;
   main_grad_.mul_(1.0 / scaler_->scale());
   at::Tensor found_inf = at::isfinite(main_grad_).all().logical_not().to(at::kFloat).reshape({1});
-  const parallel::ProcessGroup& group = grad_stats_group();
-  if (group.size() > 1) buffer_->context().comm->all_reduce(found_inf, parallel::ReduceOp::kMax, group).wait();
+  const parallel::ProcessGroup& world = *buffer_->context().world;
+  if (world.size() > 1) buffer_->context().comm->all_reduce(found_inf, parallel::ReduceOp::kMax, world).wait();
   return found_inf.item<float>() > 0.0f;
 }
 
@@ -178,8 +176,8 @@ double Optimizer::clip_main_grads(double max_norm) {
   }
   at::Tensor sum_sq =
       sums.empty() ? at::zeros({1}, main_grad_.options().dtype(at::kDouble)) : at::stack(sums).sum().reshape({1});
-  const parallel::ProcessGroup& group = grad_stats_group();
-  if (group.size() > 1) buffer_->context().comm->all_reduce(sum_sq, parallel::ReduceOp::kSum, group).wait();
+  const parallel::ProcessGroup& world = *buffer_->context().world;
+  if (world.size() > 1) buffer_->context().comm->all_reduce(sum_sq, parallel::ReduceOp::kSum, world).wait();
   const double norm = std::sqrt(sum_sq.item<double>());
   if (max_norm > 0.0 && std::isfinite(norm)) {
     const double coeff = max_norm / (norm + 1e-6);

@@ -194,10 +194,40 @@ DataParallelBuffers::DataParallelBuffers(const NamedTensors& params, std::vector
     MEGATRON_CHECK(seen.insert(p.unsafeGetTensorImpl()).second, "parameter ", name, " is listed twice");
     numels.push_back(p.numel());
   }
-  std::vector<bool> own_bucket;
-  for (const auto& l : layouts_) own_bucket.push_back(l.shared_embedding && config_.use_distributed_optimizer);
-  layout_ = make_buffer_layout(numels, effective_bucket_size(config_, pc.dp->size(), pc.state->pp_rank()),
-                               pc.dp_cp->size(), config_.use_distributed_optimizer, own_bucket);
+  // The dense parameters' buckets, then the expert weights', each padded for its own group.
+  const auto bucket_size = effective_bucket_size(config_, pc.dp->size(), pc.state->pp_rank());
+  for (const bool expert : {false, true}) {
+    std::vector<int> which;
+    std::vector<std::int64_t> part_numels;
+    std::vector<bool> own_bucket;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (layouts_[i].expert_parallel != expert) continue;
+      which.push_back(static_cast<int>(i));
+      part_numels.push_back(numels[i]);
+      own_bucket.push_back(layouts_[i].shared_embedding && config_.use_distributed_optimizer);
+    }
+    if (which.empty()) continue;
+    MEGATRON_ASSERT(!expert || pc.expert_dp, "expert weights need the expert-data-parallel group");
+    const int group_size = expert ? pc.expert_dp->size() : pc.dp_cp->size();
+    BufferLayout part = make_buffer_layout(part_numels, bucket_size, group_size, config_.use_distributed_optimizer,
+                                           own_bucket);
+    const std::int64_t base = layout_.numel;
+    const int first_bucket = static_cast<int>(layout_.buckets.size());
+    layout_.params.resize(params_.size());
+    layout_.param_bucket.resize(params_.size());
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      const std::size_t i = static_cast<std::size_t>(which[k]);
+      layout_.params[i] = {part.params[k].begin + base, part.params[k].end + base};
+      layout_.param_bucket[i] = part.param_bucket[k] + first_bucket;
+    }
+    for (BufferLayout::Bucket& b : part.buckets) {
+      b.range = {b.range.begin + base, b.range.end + base};
+      for (int& p : b.params) p = which[static_cast<std::size_t>(p)];
+      b.expert = expert;
+      layout_.buckets.push_back(std::move(b));
+    }
+    layout_.numel += part.numel;
+  }
   param_data_ = at::zeros({layout_.numel}, first.options().requires_grad(false));
   const at::ScalarType grad_dtype = config_.grad_in_fp32 ? at::kFloat : first.scalar_type();
   grad_data_ = at::zeros({layout_.numel}, first.options().dtype(grad_dtype).requires_grad(false));
@@ -244,14 +274,20 @@ void DataParallelBuffers::register_hooks() {
   }
 }
 
-int DataParallelBuffers::shard_count() const { return pc_->dp_cp->size(); }
-int DataParallelBuffers::shard_rank() const { return pc_->dp_cp->rank(); }
+const ProcessGroup& DataParallelBuffers::group(int bucket) const {
+  return layout_.buckets.at(static_cast<std::size_t>(bucket)).expert ? *pc_->expert_dp : *pc_->dp_cp;
+}
 
 Range DataParallelBuffers::owned_range(int bucket) const {
   const Range r = layout_.buckets.at(static_cast<std::size_t>(bucket)).range;
   if (!config_.use_distributed_optimizer) return r;
-  const std::int64_t shard = r.numel() / shard_count();
-  return {r.begin + shard * shard_rank(), r.begin + shard * (shard_rank() + 1)};
+  const ProcessGroup& g = group(bucket);
+  const std::int64_t shard = r.numel() / g.size();
+  return {r.begin + shard * g.rank(), r.begin + shard * (g.rank() + 1)};
+}
+
+bool DataParallelBuffers::counts_owned_range(int bucket) const {
+  return config_.use_distributed_optimizer || group(bucket).rank() == 0;
 }
 
 at::Tensor DataParallelBuffers::grad(int param) const {
@@ -287,17 +323,22 @@ void DataParallelBuffers::start_bucket(int bucket) {
   Core::Bucket& b = core_->buckets[static_cast<std::size_t>(bucket)];
   MEGATRON_ASSERT(!b.started, "bucket ", bucket, " started twice");
   b.started = true;
-  const int n = shard_count();
-  if (n == 1) return;
+  const ProcessGroup& g = group(bucket);
+  // Megatron's gradient_scaling_factor: the sum below is then the average over DP x CP (for
+  // expert weights too, whose group may have a single rank).
+  const double scale = 1.0 / pc_->dp_cp->size();
+  if (g.size() == 1 && scale == 1.0) return;
   at::NoGradGuard no_grad;
   const Range r = layout_.buckets[static_cast<std::size_t>(bucket)].range;
   b.grad = grad_data_.narrow(0, r.begin, r.numel());
-  b.grad.mul_(1.0 / n);  // Megatron's gradient_scaling_factor: the sum below is then the average
-  if (config_.use_distributed_optimizer) {
-    b.scattered = at::empty({r.numel() / n}, grad_data_.options());
-    b.work = pc_->comm->reduce_scatter(b.scattered, b.grad, *pc_->dp_cp);
+  b.grad.mul_(scale);
+  if (g.size() == 1) {
+    b.grad = at::Tensor();
+  } else if (config_.use_distributed_optimizer) {
+    b.scattered = at::empty({r.numel() / g.size()}, grad_data_.options());
+    b.work = pc_->comm->reduce_scatter(b.scattered, b.grad, g);
   } else {
-    b.work = pc_->comm->all_reduce(b.grad, ReduceOp::kSum, *pc_->dp_cp);
+    b.work = pc_->comm->all_reduce(b.grad, ReduceOp::kSum, g);
   }
 }
 
@@ -329,17 +370,18 @@ void DataParallelBuffers::finish_grad_sync() {
 }
 
 void DataParallelBuffers::all_gather_params() {
-  const int n = shard_count();
-  if (!config_.use_distributed_optimizer || n == 1) return;
+  if (!config_.use_distributed_optimizer) return;
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> shards, outputs;
   std::vector<Work> works;
   for (std::size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const ProcessGroup& g = group(static_cast<int>(b));
+    if (g.size() == 1) continue;
     const Range r = layout_.buckets[b].range;
     const Range owned = owned_range(static_cast<int>(b));
     shards.push_back(param_data_.narrow(0, owned.begin, owned.numel()).clone());
     outputs.push_back(param_data_.narrow(0, r.begin, r.numel()));
-    works.push_back(pc_->comm->all_gather(outputs.back(), shards.back(), *pc_->dp_cp));
+    works.push_back(pc_->comm->all_gather(outputs.back(), shards.back(), g));
   }
   for (auto& w : works) w.wait();
 }

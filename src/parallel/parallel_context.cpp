@@ -41,9 +41,11 @@ ParallelContext ParallelContext::create(const ParallelState& state, Communicator
   const RankGenerator experts(c.expert_tp(), c.ep, c.expert_dp(), c.pp, 1, c.order());
   pc.ep = comm.new_group("expert-model-parallel", experts.groups("ep"));
   pc.expert_dp = comm.new_group("expert-data-parallel", experts.groups("dp"));
+  pc.tp_ep = comm.new_group("expert-tensor-and-model-parallel", experts.groups("tp-ep"));
   MEGATRON_ASSERT(pc.tp->ranks() == state.tp_group() && pc.dp->ranks() == state.dp_group() &&
                       pc.pp->ranks() == state.pp_group() && pc.mp->ranks() == state.model_parallel_group() &&
-                      pc.ep->ranks() == state.ep_group() && pc.expert_dp->ranks() == state.expert_dp_group(),
+                      pc.ep->ranks() == state.ep_group() && pc.expert_dp->ranks() == state.expert_dp_group() &&
+                      pc.tp_ep->ranks() == state.expert_tp_ep_group(),
                   "communicator groups disagree with ParallelState");
   return pc;
 }

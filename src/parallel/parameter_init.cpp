@@ -38,34 +38,43 @@ std::uint64_t ParameterInit::key(std::string_view name) const {
   return splitmix64(seed_ ^ splitmix64(fnv1a(prefix_, name)));
 }
 
-at::Tensor ParameterInit::draw(std::string_view name, at::IntArrayRef full_shape, double std,
-                               const TensorParallelLayout& layout, int tp_rank, int tp_size,
-                               const at::Device& device) const {
-  const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
-  at::Tensor out = at::empty(shard_shape(full_shape, layout, tp_size), options);
-  if (!draws_) return out;
-  if (std == 0.0) return out.zero_();
-  kernels::fill_counter_normal(out, key(name), std, shard_runs(full_shape, layout, tp_rank, tp_size));
-  return out;
+at::Tensor ParameterInit::draw(std::string_view name, at::IntArrayRef shape, double std,
+                               const TensorParallelLayout& layout, int tp_rank, int tp_size, std::int64_t base,
+                               const at::TensorOptions& options) const {
+  const at::Device device = options.has_device() ? options.device() : at::Device(at::kCPU);
+  at::Tensor out = at::empty(shard_shape(shape, layout, tp_size), at::TensorOptions().dtype(at::kFloat).device(device));
+  if (draws_) {
+    if (std == 0.0) {
+      out.zero_();
+    } else {
+      kernels::ShardRuns runs = shard_runs(shape, layout, tp_rank, tp_size);
+      runs.base += base;
+      kernels::fill_counter_normal(out, key(name), std, runs);
+    }
+  }
+  if (options.has_dtype()) out = out.to(options.dtype());
+  return out.set_requires_grad(true);
 }
 
 at::Tensor ParameterInit::normal(std::string_view name, at::IntArrayRef full_shape, double std,
                                  const TensorParallelLayout& layout, const ParallelContext& pc,
                                  const at::TensorOptions& options) const {
-  return normal_block(name, full_shape, std, layout, tp_rank(pc), tp_size(pc), options);
+  return draw(name, full_shape, std, layout, tp_rank(pc), tp_size(pc), 0, options);
 }
 
-at::Tensor ParameterInit::normal_block(std::string_view name, at::IntArrayRef full_shape, double std,
-                                       const TensorParallelLayout& layout, int rank, int size,
-                                       const at::TensorOptions& options) const {
-  const at::Device device = options.has_device() ? options.device() : at::Device(at::kCPU);
-  at::Tensor shard = draw(name, full_shape, std, layout, rank, size, device);
-  if (options.has_dtype()) shard = shard.to(options.dtype());
-  return shard.set_requires_grad(true);
+at::Tensor ParameterInit::normal_experts(std::string_view name, at::IntArrayRef full_shape, double std,
+                                         const TensorParallelLayout& layout, int ep_rank, int ep,
+                                         const ParallelContext& pc, const at::TensorOptions& options) const {
+  MEGATRON_CHECK(!full_shape.empty() && full_shape[0] % ep == 0, "Number of experts should be a multiple of expert "
+                 "model parallel_size. (", name, ": ", full_shape, " over ", ep, " ranks)");
+  std::vector<std::int64_t> block(full_shape.begin(), full_shape.end());
+  block[0] /= ep;
+  const std::int64_t block_numel = c10::multiply_integers(block);
+  return draw(name, block, std, layout, tp_rank(pc), tp_size(pc), ep_rank * block_numel, options);
 }
 
 at::Tensor ParameterInit::full(std::string_view name, at::IntArrayRef full_shape, double std) const {
-  return draw(name, full_shape, std, TensorParallelLayout{}, 0, 1, at::Device(at::kCPU));
+  return draw(name, full_shape, std, TensorParallelLayout{}, 0, 1, 0, at::TensorOptions()).detach();
 }
 
 at::Tensor zeros_parameter(at::IntArrayRef full_shape, const TensorParallelLayout& layout, const ParallelContext& pc,

@@ -30,9 +30,10 @@ void Resolver::moe() {
         "bias is not supported in the shared experts, please set '--disable-bias-linear' instead.");
   const model::MoeConfig config = moe_config(a_);
   for (const std::string& message : config.validate()) problem(message);
-  // Not built yet: the experts split over ranks, and what needs them.
-  unsupported(ep > 1, "--expert-model-parallel-size " + num(std::int64_t{ep}),
-              "training does not yet reduce, optimise or save experts split over ranks");
+  unsupported(ep > 1 && tp > 1 && e.moe_token_dispatcher_type == "alltoall",
+              "--moe-token-dispatcher-type alltoall with --expert-model-parallel-size and "
+              "--tensor-model-parallel-size both above 1",
+              "use the allgather dispatcher there");
   check(tp == 1 || p.sequence_parallel,
         "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
         "sequence parallelism.");
@@ -76,6 +77,7 @@ model::MoeConfig moe_config(const Arguments& args) {
   c.expert_capacity_factor = e.moe_expert_capacity_factor.value_or(0.0);
   c.pad_expert_input_to_capacity = e.moe_pad_expert_input_to_capacity;
   c.token_drop_policy = e.moe_token_drop_policy;
+  c.token_dispatcher = *parse_enum<model::TokenDispatcher>(e.moe_token_dispatcher_type);
   return c;
 }
 

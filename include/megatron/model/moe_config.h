@@ -22,6 +22,9 @@ enum class LoadBalancing { kAuxLoss, kSeqAuxLoss, kNone };
 // --moe-token-drop-policy: with a capacity, keep each expert's highest-probability tokens, or its
 // earliest ones.
 enum class TokenDropPolicy { kProbs, kPosition };
+// --moe-token-dispatcher-type: how tokens reach the ranks of their experts (same results, other
+// communication): all-gathered over TP x EP, or sent with all-to-alls over EP.
+enum class TokenDispatcher { kAllGather, kAllToAll };
 
 inline constexpr std::array<EnumName<RouterScore>, 2> kRouterScoreNames{{
     {RouterScore::kSoftmax, "softmax"}, {RouterScore::kSigmoid, "sigmoid"}}};
@@ -29,9 +32,12 @@ inline constexpr std::array<EnumName<LoadBalancing>, 3> kLoadBalancingNames{{
     {LoadBalancing::kAuxLoss, "aux_loss"}, {LoadBalancing::kSeqAuxLoss, "seq_aux_loss"}, {LoadBalancing::kNone, "none"}}};
 inline constexpr std::array<EnumName<TokenDropPolicy>, 2> kTokenDropPolicyNames{{
     {TokenDropPolicy::kProbs, "probs"}, {TokenDropPolicy::kPosition, "position"}}};
+inline constexpr std::array<EnumName<TokenDispatcher>, 2> kTokenDispatcherNames{{
+    {TokenDispatcher::kAllGather, "allgather"}, {TokenDispatcher::kAllToAll, "alltoall"}}};
 inline std::span<const EnumName<RouterScore>> enum_names(RouterScore) { return kRouterScoreNames; }
 inline std::span<const EnumName<LoadBalancing>> enum_names(LoadBalancing) { return kLoadBalancingNames; }
 inline std::span<const EnumName<TokenDropPolicy>> enum_names(TokenDropPolicy) { return kTokenDropPolicyNames; }
+inline std::span<const EnumName<TokenDispatcher>> enum_names(TokenDispatcher) { return kTokenDispatcherNames; }
 
 struct MoeConfig {
   int num_experts = 0;  // 0: a dense model (Megatron's None)
@@ -54,6 +60,7 @@ struct MoeConfig {
   double expert_capacity_factor = 0.0;        // 0: dropless (Megatron's None)
   bool pad_expert_input_to_capacity = false;
   TokenDropPolicy token_drop_policy = TokenDropPolicy::kProbs;
+  TokenDispatcher token_dispatcher = TokenDispatcher::kAllGather;
 
   bool enabled() const { return num_experts > 0; }
   // Whether layer `layer` (0-based, global) of a model of `num_layers` layers is an MoE layer.

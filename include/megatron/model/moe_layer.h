@@ -9,16 +9,14 @@
 // --moe-router-dtype fp32). The auxiliary losses do not change the output: each is attached to a
 // tensor of the forward pass so that the backward adds its gradient, scaled as the main loss is
 // (ForwardContext::moe_aux_loss_scale; Megatron's MoEAuxLossAutoScaler).
-// Tensor parallelism (with sequence parallelism, as Megatron requires for MoE) is Megatron's
-// allgather dispatcher at expert parallelism 1: each TP rank routes its own tokens; tokens,
-// probabilities and routing are all-gathered over TP; every rank computes every expert on all of
-// them with its shard of the experts' weights (fc1's rows, fc2's columns: the expert tensor-parallel
-// split, ETP = TP); the partial outputs are reduce-scattered back to each rank's tokens. The
-// load-balancing loss counts tokens over the TP group (Megatron's sequence-partition group). The
-// parameters are named as Megatron-Core's distributed checkpoints name them, one tensor per layer
-// with the expert as its first dimension. Under expert parallelism (TP 1) each EP rank holds E/EP
-// whole experts and Megatron's alltoall dispatcher moves the tokens; training does not run it yet
-// (the experts' gradients need their expert-data-parallel reduction and checkpoints their pieces).
+// The experts are split over the expert-parallel (EP) group, E/EP whole experts per rank, and each
+// over TP (fc1's rows, fc2's columns: Megatron's expert tensor parallelism with ETP = TP, which
+// requires sequence parallelism for MoE). Each rank routes its own tokens; the load-balancing
+// loss counts tokens over the TP group (Megatron's sequence-partition group). Two dispatchers
+// (--moe-token-dispatcher-type) move tokens to the experts and back, with the same results:
+// allgather (Megatron's default; over the TP x EP group) and alltoall (over EP, then over TP).
+// The parameters are named as Megatron-Core's distributed checkpoints name them, one tensor per
+// layer with the expert as its first dimension (this rank's block of it under EP).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -82,14 +80,23 @@ class MoeLayer {
 
  private:
   at::Tensor experts(const at::Tensor& tokens, const at::Tensor& tokens_per_expert) const;
-  // Megatron's alltoall dispatcher (expert parallelism): tokens [T, h] to the ranks of their
-  // experts, the local experts run on what arrives, the outputs sent back and summed per token
-  // with their probabilities; [T, h] fp32.
+  // The dispatchers: tokens [T, h] with their routing to this rank's experts and the experts'
+  // outputs back, weighted by their probabilities and summed per token; [T, h] fp32.
+  // Megatron's allgather dispatcher: tokens, probabilities and routing all-gathered over the
+  // TP x EP group, this rank's experts (its TP shard of each) run on the tokens routed to them,
+  // the partial outputs reduce-scattered back.
+  at::Tensor all_gather_experts(const at::Tensor& tokens, const at::Tensor& routing_map, const at::Tensor& probs) const;
+  // Megatron's alltoall dispatcher (expert parallelism): each token sent to the EP ranks of its
+  // experts and back.
   at::Tensor all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map, const at::Tensor& probs) const;
 
   bool swiglu_;
   int num_experts_;
+  TokenDispatcher dispatcher_;
   const parallel::ParallelContext& pc_;
+  // pc_ with the TP x EP group as its TP group: what the allgather dispatcher's sequence-parallel
+  // regions gather over.
+  parallel::ParallelContext dispatch_;
   Router router_;
   at::Tensor fc1_;  // [E/ep, (2) F/tp, h]: [gate; up] per expert with SwiGLU (this rank's blocks of each)
   at::Tensor fc2_;  // [E/ep, h, F/tp]

@@ -5,9 +5,11 @@
 // It works on the flat buffers of the DataParallelBuffers: the main parameters, their fp32
 // gradients and the Adam moments are flat fp32 copies of the part of each bucket this rank owns
 // (the whole bucket, or with --use-distributed-optimizer this rank's 1/dp shard), so the optimizer
-// state per rank shrinks by the DP size with the distributed optimizer. Weight decay is off for
+// state per rank shrinks by the DP size with the distributed optimizer. The expert weights of MoE
+// layers are in buckets of their own, sharded over the expert-data-parallel group (Megatron's
+// separate expert optimizer; one update here, since AdamW is element-wise). Weight decay is off for
 // biases and 1-D parameters. With a LossScaler (fp16) the gradients are unscaled and checked for
-// inf/NaN over the grad-stats group first, and the step is skipped on overflow.
+// inf/NaN over every rank first, and the step is skipped on overflow.
 // Not handled: per-group learning rates (--decoupled-lr), other optimizers.
 #pragma once
 
@@ -50,18 +52,18 @@ class Optimizer {
   // The whole step after the DP reduction (DataParallelBuffers::finish_grad_sync and the
   // sequence-parallel and embedding reductions): the owned gradients into fp32 main gradients
   // (a view of the grad buffer when it is fp32 and not sharded); with a scaler, divided by the
-  // scale and checked for inf/NaN over the grad-stats group (the model-parallel group, every rank
-  // with the distributed optimizer), the scaler updated and the step skipped on overflow; the
+  // scale and checked for inf/NaN over every rank, the scaler updated and the step skipped on overflow; the
   // gradient norm and clipping when clip_grad > 0; AdamW; the model's parameters from the main
   // ones.
   StepResult step(double lr, double weight_decay, double clip_grad);
 
   // After the DP reduction (DataParallelBuffers::finish_grad_sync and the sequence-parallel TP
   // reduction): the L2 norm of the whole model's gradient, each element counted once. Sums the
-  // squares of the gradients this rank owns (its shards with the distributed optimizer), skipping
-  // TP-replicated parameters (partition_dim -1) except on TP rank 0 and the last stage's copy of a
-  // tied embedding, over the model-parallel group
-  // (over every rank with the distributed optimizer, whose shards are disjoint). The squares are
+  // squares of the gradients this rank owns (its shards with the distributed optimizer; without it
+  // only the first rank of each bucket's data-parallel group counts them), skipping TP-replicated
+  // parameters (partition_dim -1) except on TP rank 0 and the last stage's copy of a tied
+  // embedding, over every rank: dense and expert weights together, Megatron's
+  // sqrt(dense norm^2 + expert norm^2). The squares are
   // accumulated in fp64 (unlike adamw.h's clip_grad_norm: fp32 per-tensor norms), which makes the
   // norm independent of the sharding: every DP size and bucket layout clips by the same factor.
   // When max_norm > 0 and the norm exceeds it, scales the owned gradients by
@@ -118,12 +120,10 @@ class Optimizer {
   // The owned gradients as fp32 main gradients in main_grad_ (nothing to do when it aliases the
   // grad buffer).
   void gather_main_grads();
-  // Divides the main gradients by the loss scale; whether any rank of the grad-stats group saw a
-  // non-finite one.
+  // Divides the main gradients by the loss scale; whether any rank saw a non-finite one.
   bool unscale_and_check_for_inf();
   // clip_grad_norm on main_grad_ as it is.
   double clip_main_grads(double max_norm);
-  const parallel::ProcessGroup& grad_stats_group() const;
   // One AdamW update of the owned main parameters, the main gradients scaled by grad_scale first.
   void adamw(double lr, double weight_decay, double grad_scale);
 

@@ -6,6 +6,10 @@
 // when the distributed optimizer owns the update. With --overlap-grad-reduce a bucket's
 // reduction starts from a backward hook as soon as its last gradient of the last micro-batch is
 // accumulated. A DP group of one rank keeps the same buffers and skips the communication.
+// The expert weights of MoE layers (TensorParallelLayout::expert_parallel) get buckets of their
+// own after the others' (Megatron's expert_parallel_buffers): reduced over the expert-data-parallel
+// group, the ranks holding the same experts, and scaled by 1/(DP x CP) like the rest, since each
+// expert's gradient already sums the tokens that the expert-parallel ranks sent it.
 // Not handled: several dtypes in one model (one buffer per dtype), parameters that do not require
 // grad, and --overlap-param-gather.
 #pragma once
@@ -52,6 +56,7 @@ struct BufferLayout {
     Range range;  // padded
     std::int64_t numel_unpadded = 0;
     std::vector<int> params;  // indices into the parameter list, in buffer order
+    bool expert = false;      // expert weights, reduced over the expert-data-parallel group
   };
   std::vector<Range> params;      // per parameter, in the order of the given list
   std::vector<int> param_bucket;  // per parameter: its bucket
@@ -124,12 +129,16 @@ class DataParallelBuffers {
   const at::Tensor& grad_data() const { return grad_data_; }
   // Parameter i's gradient: its view of the grad buffer, shaped like the parameter.
   at::Tensor grad(int param) const;
-  // The size of the group the buffer is sharded over (dp_cp), and this rank's position in it.
-  int shard_count() const;
-  int shard_rank() const;
-  // The part of bucket b this rank's optimizer owns: the rank's 1/dp_cp shard with the
+  // The group bucket b is reduced (and sharded) over: DP x CP, or the expert-data-parallel group
+  // for expert weights.
+  const ProcessGroup& group(int bucket) const;
+  // The part of bucket b this rank's optimizer owns: the rank's 1/group-size shard with the
   // distributed optimizer, else the whole bucket.
   Range owned_range(int bucket) const;
+  // Whether this rank's owned part of bucket b is the one copy of those elements counted in a sum
+  // over the world (the gradient norm): always with the distributed optimizer (disjoint shards),
+  // else on the first rank of the bucket's group only.
+  bool counts_owned_range(int bucket) const;
 
  private:
   struct Core;

@@ -25,6 +25,7 @@ struct ParallelContext {
   std::shared_ptr<ProcessGroup> embedding;  // first and last pipeline stage
   std::shared_ptr<ProcessGroup> ep;         // expert-model-parallel: the ranks splitting a layer's experts
   std::shared_ptr<ProcessGroup> expert_dp;  // expert-data-parallel: the ranks holding the same experts
+  std::shared_ptr<ProcessGroup> tp_ep;      // expert tensor x expert model parallel: the allgather dispatcher's
   std::shared_ptr<ProcessGroup> world;
 
   // Collective over the world: makes every group kind in Megatron's creation order.
@@ -46,6 +47,10 @@ struct TensorParallelLayout {
   // (tied embeddings with PP > 1): their gradients are summed over the embedding group, and the
   // data-parallel buffer gives them a bucket of their own so that both stages shard them alike.
   bool shared_embedding = false;
+  // An MoE layer's expert weights [E, ...]: the experts (dim 0) are split over the expert-parallel
+  // group, each rank holding E/EP whole experts (split again over TP as partition_dim says); the
+  // gradient is averaged over the expert-data-parallel group, in a buffer of its own.
+  bool expert_parallel = false;
 
   bool sharded() const { return partition_dim >= 0; }
 };

@@ -39,11 +39,11 @@ class ParameterInit {
                     const TensorParallelLayout& layout, const ParallelContext& pc,
                     const at::TensorOptions& options) const;
 
-  // Block `rank` of `size` of the parameter split as `layout` says (normal() with the TP group's
-  // rank and size): the experts of one expert-parallel rank, split along the expert dimension.
-  at::Tensor normal_block(std::string_view name, at::IntArrayRef full_shape, double std,
-                          const TensorParallelLayout& layout, int rank, int size,
-                          const at::TensorOptions& options) const;
+  // The same for an MoE layer's expert weight [E, ...] (layout.expert_parallel): this rank's E/EP
+  // experts, block `ep_rank` of `ep` along dim 0, and of that block this TP rank's shard.
+  at::Tensor normal_experts(std::string_view name, at::IntArrayRef full_shape, double std,
+                            const TensorParallelLayout& layout, int ep_rank, int ep, const ParallelContext& pc,
+                            const at::TensorOptions& options) const;
 
   // The whole parameter as one fp32 CPU tensor (what the single process holds): for references.
   at::Tensor full(std::string_view name, at::IntArrayRef full_shape, double std) const;
@@ -54,8 +54,9 @@ class ParameterInit {
  private:
   ParameterInit(std::uint64_t seed, std::string prefix, bool draws)
       : seed_(seed), prefix_(std::move(prefix)), draws_(draws) {}
-  at::Tensor draw(std::string_view name, at::IntArrayRef full_shape, double std, const TensorParallelLayout& layout,
-                  int tp_rank, int tp_size, const at::Device& device) const;
+  // The TP shard of a `shape` tensor that starts at element `base` of the full one.
+  at::Tensor draw(std::string_view name, at::IntArrayRef shape, double std, const TensorParallelLayout& layout,
+                  int tp_rank, int tp_size, std::int64_t base, const at::TensorOptions& options) const;
 
   std::uint64_t seed_;
   std::string prefix_;

@@ -149,6 +149,7 @@ nlohmann::json meta_without_files(const CheckpointState& state, const ShardWrite
           {"optimizer_steps", state.optimizer_steps},
           {"floating_point_operations_so_far", state.floating_point_operations_so_far},
           {"data_parallel_size", writer.dp_size},
+          {"expert_model_parallel_size", writer.ep},
           {"distributed_optimizer", writer.distributed_optimizer},
           {"opt_param_scheduler", state.scheduler},
           {"config", state.config},
@@ -189,13 +190,14 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
 
   // The model writer of each shard collects the optimizer files' digests of its DP x CP group (the
   // distributed optimizer's shards).
+  const parallel::ProcessGroup& writers = writer.group != nullptr ? *writer.group : *pc.dp_cp;
   const auto digests = all_gather_values({save.writes_optimizer ? 1 : 0,
                                           static_cast<std::int64_t>(save.optimizer_digest.size),
                                           save.optimizer_digest.crc32},
-                                         *pc.dp_cp, comm);
+                                         writers, comm);
   if (writer.model && error.empty()) {
     try {
-      for (int r = 0; r < pc.dp_cp->size(); ++r) {
+      for (int r = 0; r < writers.size(); ++r) {
         if (digests[3 * r] == 0) continue;
         ShardWriter other = writer;
         other.dp_rank = r;
@@ -205,7 +207,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
         const auto size = fs::file_size(dir / name, ec);
         MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
                        save.iteration, ": ", writer.shard, "/", name, ", written by rank ",
-                       pc.dp_cp->ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
+                       writers.ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
                        " as rank ", world.ranks()[static_cast<std::size_t>(world.rank())],
                        " sees it; --save must be a folder every rank sees (a shared file system)");
         files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
@@ -235,8 +237,9 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
       // Every model-parallel shard must be in the folder this rank renames (a shared --save).
       const parallel::ParallelState& ps = *pc.state;
       for (int p = 0; p < ps.pp(); ++p) {
-        for (int t = 0; t < ps.tp(); ++t) {
-          const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, p, ps.pp());
+        for (int t = 0; t < ps.tp() * ps.ep(); ++t) {
+          const std::string shard =
+              parallel::ParallelState::checkpoint_shard_name(t % ps.tp(), p, ps.pp(), t / ps.tp(), ps.ep());
           MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
                          save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
                          save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "
@@ -386,35 +389,56 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
   MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
                  " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
                  "/ does not exist in ", root, "; restore that folder, or correct or remove the tracker");
-  int max_tp = -1, max_pp = 0;
+  // mp_rank_TT, then up to two 3-digit numbers: the pipeline stage and the expert-parallel rank
+  // (which one a single number is, the first shard's meta.json says).
+  struct Name {
+    int tp = -1;
+    std::vector<int> more;
+  };
+  std::vector<Name> names;
   std::string first;
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    int tp = -1, pp = 0, used = 0;
-    if (std::sscanf(name.c_str(), "mp_rank_%2d%n", &tp, &used) != 1 || used != 10) continue;
-    if (name.size() > 10 && (std::sscanf(name.c_str() + 10, "_%3d%n", &pp, &used) != 1 || used != 4 ||
-                             name.size() != 14)) {
-      continue;
+    Name n;
+    int used = 0;
+    if (std::sscanf(name.c_str(), "mp_rank_%2d%n", &n.tp, &used) != 1 || used != 10) continue;
+    std::size_t at = 10;
+    while (at < name.size() && n.more.size() < 2) {
+      int value = 0;
+      if (std::sscanf(name.c_str() + at, "_%3d%n", &value, &used) != 1 || used != 4) break;
+      n.more.push_back(value);
+      at += 4;
     }
-    max_tp = std::max(max_tp, tp);
-    max_pp = std::max(max_pp, pp);
+    if (at != name.size()) continue;
+    names.push_back(n);
     if (first.empty() || name < first) first = name;
   }
+  int max_tp = -1;
+  for (const Name& n : names) max_tp = std::max(max_tp, n.tp);
   MEGATRON_CHECK(max_tp >= 0, "checkpoint ", folder, " has no mp_rank_* shard folders: it is partial or not a checkpoint");
   SavedLayout layout;
   layout.tp = max_tp + 1;
-  layout.pp = max_pp + 1;
   const std::string meta_path = (fs::path(folder) / first / kMetaFile).string();
   MEGATRON_CHECK(fs::exists(meta_path), "checkpoint ", (fs::path(folder) / first).string(), " has no ", kMetaFile,
                  ": it is partial or not a megatron-cpp checkpoint");
   try {
     const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
     layout.dp = meta.value("data_parallel_size", 1);
+    layout.ep = meta.value("expert_model_parallel_size", 1);
     layout.distributed_optimizer = meta.value("distributed_optimizer", false);
     if (meta.contains("config")) layout.config = meta.at("config");
   } catch (const nlohmann::json::exception& e) {
     MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
   }
+  int max_pp = 0, max_ep = 0;
+  for (const Name& n : names) {
+    const bool has_ep = layout.ep > 1 && !n.more.empty();
+    if (has_ep) max_ep = std::max(max_ep, n.more.back());
+    if (n.more.size() > (has_ep ? 1u : 0u)) max_pp = std::max(max_pp, n.more.front());
+  }
+  layout.pp = max_pp + 1;
+  MEGATRON_CHECK(layout.ep == 1 || max_ep + 1 == layout.ep, "checkpoint ", folder, " records expert-parallel size ",
+                 layout.ep, " but has shard folders of ", max_ep + 1, " expert-parallel ranks: it is partial");
   return layout;
 }
 

@@ -35,8 +35,7 @@ class Resharder {
 
   CheckpointState run() {
     // Counters and config from the first shard's metadata (its model only, no optimizer state).
-    CheckpointState out = load_checkpoint(
-        root_, iteration_, parallel::ParallelState::checkpoint_shard_name(0, 0, saved_.layout.stages), false, false);
+    CheckpointState out = load_checkpoint(root_, iteration_, folder_name(0, 0, 0), false, false);
     out.model.clear();
     // Where each parameter this rank holds was saved; the loads then read only those tensors'
     // optimizer state.
@@ -50,18 +49,29 @@ class Resharder {
       const auto& [name, param] = target_.params[i];
       const parallel::TensorParallelLayout& layout = target_.layouts[i];
       const Where& where = wheres[i];
-      std::vector<at::Tensor> shards;
-      for (int t = 0; t < saved_.tp; ++t) shards.push_back(find(shard(t, where.stage).model, where.name, t, where.stage));
-      const at::Tensor mine = cut(join(shards, layout), layout);
+      // Expert weights: every saved EP rank's block, each joined over TP, then this rank's block.
+      const int blocks = layout.expert_parallel ? saved_.ep : 1;
+      std::vector<std::vector<at::Tensor>> shards(static_cast<std::size_t>(blocks));
+      for (int e = 0; e < blocks; ++e) {
+        for (int t = 0; t < saved_.tp; ++t) {
+          shards[static_cast<std::size_t>(e)].push_back(find(shard(t, where.stage, e).model, where.name, t, where.stage, e));
+        }
+      }
+      const at::Tensor full = join(shards, layout);
+      const at::Tensor mine = cut(full, layout);
       MEGATRON_CHECK(mine.sizes() == param.sizes(), "cannot reshard ", where.name, " (", name, "): its saved full shape ",
-                     join(shards, layout).sizes(), " does not fit this model's shard ", param.sizes(),
+                     full.sizes(), " does not fit this model's shard ", param.sizes(),
                      " (a different padded vocabulary? keep --make-vocab-size-divisible-by x TP the same)");
       out.model.emplace_back(name, mine);
       if (!load_optimizer_) continue;
       for (const OptimizerState state : kOptimizerStates) {
-        std::vector<at::Tensor> state_shards;
-        for (int t = 0; t < saved_.tp; ++t) {
-          state_shards.push_back(assemble_state(where, state, t, shards[static_cast<std::size_t>(t)]));
+        std::vector<std::vector<at::Tensor>> state_shards(static_cast<std::size_t>(blocks));
+        for (int e = 0; e < blocks; ++e) {
+          for (int t = 0; t < saved_.tp; ++t) {
+            const at::Tensor& like = shards[static_cast<std::size_t>(e)][static_cast<std::size_t>(t)];
+            state_shards[static_cast<std::size_t>(e)].push_back(
+                assemble_state(where, state, t, layout.expert_parallel ? e : -1, like));
+          }
         }
         pieces.emplace_back(OptimizerStatePiece{name, state, 0}.name(),
                             cut(join(state_shards, layout), layout).reshape({-1}).contiguous());
@@ -95,8 +105,12 @@ class Resharder {
     return stage_place(rest, from);
   }
 
-  const CheckpointState& shard(int tp_rank, int stage) {
-    const std::string folder = parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages);
+  std::string folder_name(int tp_rank, int stage, int ep_rank) const {
+    return parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages, ep_rank, saved_.ep);
+  }
+
+  const CheckpointState& shard(int tp_rank, int stage, int ep_rank) {
+    const std::string folder = folder_name(tp_rank, stage, ep_rank);
     auto it = cache_.find(folder);
     if (it == cache_.end()) {
       // Of the optimizer files, only the state of the tensors this rank needs from that stage.
@@ -111,21 +125,27 @@ class Resharder {
     return it->second;
   }
 
-  at::Tensor find(const NamedTensors& tensors, const std::string& name, int tp_rank, int stage) const {
+  at::Tensor find(const NamedTensors& tensors, const std::string& name, int tp_rank, int stage, int ep_rank) const {
     for (const auto& [n, t] : tensors) {
       if (n == name) return t;
     }
-    MEGATRON_FAIL("checkpoint ", root_, " iteration ", iteration_, ": ",
-                  parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages), " has no ", name);
+    MEGATRON_FAIL("checkpoint ", root_, " iteration ", iteration_, ": ", folder_name(tp_rank, stage, ep_rank),
+                  " has no ", name);
   }
 
-  // One saved TP shard's fp32 `state` of a parameter, from the pieces of every DP rank's file.
-  at::Tensor assemble_state(const Where& where, OptimizerState state, int tp_rank, const at::Tensor& like) {
+  // One saved TP shard's fp32 `state` of a parameter, from the pieces of every DP rank's file: of
+  // the EP rank `ep_rank`'s folder for its experts, of every EP rank's folder (-1) for a dense
+  // parameter (the distributed optimizer spreads those over them).
+  at::Tensor assemble_state(const Where& where, OptimizerState state, int tp_rank, int ep_rank, const at::Tensor& like) {
     at::Tensor flat = at::full({like.numel()}, std::numeric_limits<float>::quiet_NaN(), at::kFloat);
     std::int64_t covered = 0;
     std::map<std::int64_t, std::int64_t> seen;  // offset -> size (DP ranks of a plain optimizer repeat pieces)
-    for (const auto& part : shard(tp_rank, where.stage).optimizer_parts) {
-      for (const auto& [n, data] : part) {
+    std::vector<const NamedTensors*> parts;
+    for (int e = ep_rank < 0 ? 0 : ep_rank; e < (ep_rank < 0 ? saved_.ep : ep_rank + 1); ++e) {
+      for (const auto& part : shard(tp_rank, where.stage, e).optimizer_parts) parts.push_back(&part);
+    }
+    for (const NamedTensors* part : parts) {
+      for (const auto& [n, data] : *part) {
         const auto piece = parse_optimizer_state_piece(n);
         if (!piece || piece->param != where.name || piece->state != state) continue;
         const std::int64_t offset = piece->offset;
@@ -135,17 +155,29 @@ class Resharder {
         covered += data.numel();
       }
     }
-    MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", optimizer_state_name(state), "' of ", where.name,
-                   " in ", parallel::ParallelState::checkpoint_shard_name(tp_rank, where.stage, saved_.layout.stages),
-                   " covers ", covered, " of ", flat.numel(), " elements");
+    MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", optimizer_state_name(state),
+                   "' of ", where.name, " in ", folder_name(tp_rank, where.stage, std::max(ep_rank, 0)),
+                   ep_rank < 0 && saved_.ep > 1 ? " (and the other expert-parallel ranks' folders)" : "", " covers ",
+                   covered, " of ", flat.numel(), " elements");
     return flat.view(like.sizes());
   }
 
-  at::Tensor join(const std::vector<at::Tensor>& shards, const parallel::TensorParallelLayout& layout) const {
-    return parallel::full_from_shards(shards, layout);
+  // The full tensor from [EP block][TP shard] (one EP block for dense parameters).
+  at::Tensor join(const std::vector<std::vector<at::Tensor>>& shards, const parallel::TensorParallelLayout& layout) const {
+    std::vector<at::Tensor> blocks;
+    for (const auto& tp_shards : shards) blocks.push_back(parallel::full_from_shards(tp_shards, layout));
+    return blocks.size() == 1 ? blocks.front() : at::cat(blocks, 0);
   }
+  // This rank's part of a full tensor: its block of the experts for expert weights, then its TP shard.
   at::Tensor cut(const at::Tensor& full, const parallel::TensorParallelLayout& layout) const {
-    return parallel::shard_of_full(full, layout, target_.tp_rank, target_.tp);
+    at::Tensor mine = full;
+    if (layout.expert_parallel && target_.ep > 1) {
+      MEGATRON_CHECK(full.size(0) % target_.ep == 0, "cannot split ", full.size(0), " experts over ", target_.ep,
+                     " expert-parallel ranks");
+      const std::int64_t block = full.size(0) / target_.ep;
+      mine = full.narrow(0, target_.ep_rank * block, block);
+    }
+    return parallel::shard_of_full(mine, layout, target_.tp_rank, target_.tp);
   }
 
   std::string root_;

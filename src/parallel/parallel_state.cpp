@@ -138,7 +138,9 @@ int ParallelState::prev_pipeline_rank() const {
   return pp_group_[static_cast<std::size_t>((pp_rank_ + config_.pp - 1) % config_.pp)];
 }
 
-std::string ParallelState::checkpoint_shard_name() const { return checkpoint_shard_name(tp_rank_, pp_rank_, config_.pp); }
+std::string ParallelState::checkpoint_shard_name() const {
+  return checkpoint_shard_name(tp_rank_, pp_rank_, config_.pp, ep_rank_, config_.ep);
+}
 
 std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank, int ep) {
   char buf[48];

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <iomanip>
 #include <ostream>
+#include <set>
 
+#include "megatron/checkpoint/optimizer_state_piece.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
@@ -58,11 +60,15 @@ void Checkpointer::save(const checkpoint::CheckpointState& state) {
        << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
   checkpoint::ShardWriter writer;
   writer.shard = ps_.checkpoint_shard_name();
-  writer.model = ps_.dp_rank() == 0 && ps_.cp_rank() == 0;
   writer.distributed_optimizer = distributed_optimizer_;
-  // The distributed optimizer's shards: one per rank of DP x CP (the group it shards over).
-  writer.dp_rank = pc_.dp_cp->rank();
-  writer.dp_size = pc_.dp_cp->size();
+  // The ranks writing into one shard folder: DP x CP, or under expert parallelism the
+  // expert-data-parallel group (Megatron's writer is expert-data-parallel rank 0). The
+  // distributed optimizer writes one file per rank of that group.
+  writer.group = ps_.ep() > 1 ? pc_.expert_dp.get() : pc_.dp_cp.get();
+  writer.model = writer.group->rank() == 0;
+  writer.dp_rank = writer.group->rank();
+  writer.dp_size = writer.group->size();
+  writer.ep = ps_.ep();
   if (!async) {
     checkpoint::save_checkpoint(root, state, writer, pc_);
     committed(state.iteration);
@@ -118,26 +124,55 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   const model::ModelConfig saved_model =
       saved.config.is_null() ? target.model : checkpoint::saved_model_config(saved.config, folder);
   refuse_another_model(target.model, saved_model, folder);
-  const bool reshard = saved.tp != ps_.tp() || !checkpoint::same_layer_split(saved_split, target.layout);
+  const bool reshard =
+      saved.tp != ps_.tp() || saved.ep != ps_.ep() || !checkpoint::same_layer_split(saved_split, target.layout);
   const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;
   checkpoint::CheckpointState state;
   if (reshard) {
+    const bool experts = saved.ep > 1 || ps_.ep() > 1;
     out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
          << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
-         << " virtual stages per pipeline rank) to " << ps_.tp() << " x " << ps_.pp() << " (" << target.layout.chunks
-         << "); the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
+         << " virtual stages per pipeline rank)";
+    if (experts) out_ << " x expert-model-parallel size " << saved.ep;
+    out_ << " to " << ps_.tp() << " x " << ps_.pp() << " (" << target.layout.chunks << ")";
+    if (experts) out_ << " x " << ps_.ep();
+    out_ << "; the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
     const bool tied = !saved_model.untie_embeddings_and_output_weights;
-    const checkpoint::ReshardTarget to{target.params, target.layouts, ps_.tp_rank(), ps_.tp(), ps_.pp_rank(),
-                                       target.layout};
-    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied}, to, load_optimizer);
+    const checkpoint::ReshardTarget to{target.params, target.layouts, ps_.tp_rank(), ps_.tp(),
+                                       ps_.pp_rank(),  target.layout,  ps_.ep_rank(),  ps_.ep()};
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep}, to, load_optimizer);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
     state = checkpoint::load_checkpoint(root, *tracker, ps_.checkpoint_shard_name(), load_optimizer,
                                         !plan_.finetune && plan_.load_rng, target.optimizer_pieces);
+    if (load_optimizer && ps_.ep() > 1 && saved.distributed_optimizer) add_dense_optimizer_pieces(target, *tracker, state);
   }
   refuse_another_model(target.model, checkpoint::saved_model_config(state.config, folder), folder);
   checkpoint::load_parameters(target.params, state.model, folder + "/" + ps_.checkpoint_shard_name());
   return state;
+}
+
+void Checkpointer::add_dense_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
+                                              checkpoint::CheckpointState& state) const {
+  // The distributed optimizer's shards of the dense parameters are spread over the files of every
+  // expert-parallel rank's folder; this rank's experts are all in its own (the other folders'
+  // expert tensors are other experts under the same names).
+  std::set<std::string> expert_params;
+  for (std::size_t i = 0; i < target.params.size(); ++i) {
+    if (target.layouts[i].expert_parallel) expert_params.insert(target.params[i].first);
+  }
+  const checkpoint::TensorFilter dense = [&](const std::string& name, std::int64_t numel) {
+    const auto piece = checkpoint::parse_optimizer_state_piece(name);
+    if (piece && expert_params.contains(piece->param)) return false;
+    return !target.optimizer_pieces || target.optimizer_pieces(name, numel);
+  };
+  for (int e = 0; e < ps_.ep(); ++e) {
+    if (e == ps_.ep_rank()) continue;
+    const std::string shard =
+        parallel::ParallelState::checkpoint_shard_name(ps_.tp_rank(), ps_.pp_rank(), ps_.pp(), e, ps_.ep());
+    auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, dense);
+    for (auto& part : other.optimizer_parts) state.optimizer_parts.push_back(std::move(part));
+  }
 }
 
 void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) const {

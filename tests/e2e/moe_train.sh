@@ -3,12 +3,14 @@
 # (4 experts, top-2, SwiGLU, a shared expert, aux and z losses), fp32, no dropout.
 #   1. One process prints Megatron's iteration line with the auxiliary losses after the lm loss
 #      (z_loss, then load_balancing_loss), near 1 for the balanced start as Megatron's loss is.
-#   2. DP2 with the distributed optimizer, PP2, PP2 x DP2, TP2 + SP (the experts split over TP)
-#      and TP2 x PP2 + SP give the single process's lm loss, z_loss and load_balancing_loss at
-#      every iteration (within 1e-5).
-#   3. The PP2 checkpoint of iteration 6 resumes in one process with the same losses.
-#   5. TensorBoard gets load_balancing_loss and z_loss scalars.
-#   6. What is not built yet (expert parallelism) is refused by name.
+#   2. EP2 x DP2 with the distributed optimizer (alltoall dispatcher), EP4 (alltoall), PP2,
+#      EP2 x PP2, TP2 + SP (the experts split over TP), EP2 x TP2 + SP with seq_aux_loss and
+#      EP2 x TP2 x PP2 + SP with the distributed optimizer give the single process's lm loss,
+#      z_loss and load_balancing_loss at every iteration (within 1e-5).
+#   3. Checkpoints of iteration 6 resume with the same losses: PP2 in one process, EP2 x DP2 in its
+#      own layout (folders mp_rank_00_EEE) and at EP4, EP2 x TP2 x PP2 at EP1 x TP1 x DP2.
+#   4. TensorBoard gets load_balancing_loss and z_loss scalars.
+#   5. What is not built yet is refused by name.
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -51,35 +53,46 @@ ok "iteration line with z_loss and load_balancing_loss ($first at iteration 1)"
 "$PYTHON" "$(dirname "$0")/tensorboard_read.py" "$WORK/tb" "$WORK/single.txt" --expect-tag load_balancing_loss \
   --expect-tag z_loss --absent-tag "load_balancing_loss vs samples" || fail "TensorBoard differs from the log"
 
-step "DP2 with the distributed optimizer"
-assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --use-distributed-optimizer
-compare_all "$WORK/single.txt" "$WORK/out.txt" "DP2 distopt"
+step "EP2 x DP2 with the distributed optimizer and the alltoall dispatcher, saving at iteration 6"
+ep=(--expert-model-parallel-size)
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --use-distributed-optimizer \
+  --moe-token-dispatcher-type alltoall --save "$WORK/ckpt_ep" --save-interval 6
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x DP2 distopt alltoall"
+for e in 000 001; do
+  [[ -f $WORK/ckpt_ep/iter_0000006/mp_rank_00_$e/distrib_optim.dp_rank_001.safetensors ]] ||
+    fail "no mp_rank_00_$e/distrib_optim.dp_rank_001.safetensors (Megatron's expert-parallel folder names)"
+done
+ok "checkpoint folders mp_rank_00_000 and mp_rank_00_001, one optimizer file per expert-data-parallel rank"
+
+step "EP4 with the alltoall dispatcher"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 4 --moe-token-dispatcher-type alltoall
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP4 alltoall"
 
 step "PP2, saving at iteration 6"
 assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --save "$WORK/ckpt" --save-interval 6
 compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2"
 
-step "PP2 x DP2 with the distributed optimizer"
-assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --use-distributed-optimizer
-compare_all "$WORK/single.txt" "$WORK/out.txt" "PP2 x DP2 distopt"
+step "EP2 x PP2 (allgather dispatcher)"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --pipeline-model-parallel-size 2
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x PP2"
 
 step "TP2 with sequence parallelism: the allgather dispatcher, the experts split over TP"
 assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" \
   --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
 compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 + SP"
 
-step "seq_aux_loss: one process, and TP2 + SP (each TP rank's part of every sequence)"
+step "seq_aux_loss: one process, and EP2 x TP2 + SP (each TP rank's part of every sequence)"
 assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss
 cp "$WORK/out.txt" "$WORK/single_seq.txt"
-assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss \
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss "${ep[@]}" 2 \
   --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
-compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at TP2 + SP"
+compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at EP2 x TP2 + SP"
 
-step "TP2 x PP2 with sequence parallelism and the distributed optimizer, saving at iteration 6"
-assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+step "EP2 x TP2 x PP2 with sequence parallelism and the distributed optimizer, saving at iteration 6"
+assert_succeeds mpi 8 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 --sequence-parallel \
   --make-vocab-size-divisible-by 256 --pipeline-model-parallel-size 2 --use-distributed-optimizer \
   --save "$WORK/ckpt_tp" --save-interval 6
-compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 x PP2 + SP distopt"
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x TP2 x PP2 + SP distopt"
 
 step "the PP2 checkpoint of iteration 6 in one process"
 echo 6 >"$WORK/ckpt/latest_checkpointed_iteration.txt"
@@ -87,13 +100,23 @@ assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --load "$WORK/ckpt"
 assert_contains "$WORK/out.txt" "successfully loaded checkpoint from $WORK/ckpt"
 compare_all "$WORK/single.txt" "$WORK/out.txt" "resumed at PP1" 7
 
-step "the TP2 x PP2 checkpoint of iteration 6 at TP1 x DP2 (resharded)"
+step "the EP2 x DP2 checkpoint of iteration 6: in its own layout, and at EP4 (resharded)"
+echo 6 >"$WORK/ckpt_ep/latest_checkpointed_iteration.txt"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --use-distributed-optimizer --load "$WORK/ckpt_ep"
+! grep -q "resharding" "$WORK/out.txt" || fail "the same layout was resharded"
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x DP2 resumed" 7
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 4 --use-distributed-optimizer --load "$WORK/ckpt_ep"
+assert_contains "$WORK/out.txt" "x expert-model-parallel size 2 to 1 x 1 (1) x 4"
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x DP2 resumed at EP4" 7
+
+step "the EP2 x TP2 x PP2 checkpoint of iteration 6 at EP1 x TP1 x DP2 (resharded)"
 echo 6 >"$WORK/ckpt_tp/latest_checkpointed_iteration.txt"
 assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --load "$WORK/ckpt_tp"
 assert_contains "$WORK/out.txt" "resharding checkpoint $WORK/ckpt_tp/iter_0000006 from tensor-model-parallel size 2"
-compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 x PP2 resumed at TP1 x DP2" 7
+compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x TP2 x PP2 resumed at TP1 x DP2" 7
 
 step "not built yet: refused by name"
-assert_fails_with "--expert-model-parallel-size 2 is not supported by this build yet" \
-  mpi 2 "${base[@]}" "${moe[@]}" --expert-model-parallel-size 2
+assert_fails_with "--moe-token-dispatcher-type alltoall with --expert-model-parallel-size and --tensor-model-parallel-size both above 1 is not supported by this build yet" \
+  mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 --sequence-parallel \
+  --moe-token-dispatcher-type alltoall --make-vocab-size-divisible-by 256
 echo "PASS"

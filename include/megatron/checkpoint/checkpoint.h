@@ -60,15 +60,22 @@ struct CheckpointState {
   std::vector<NamedTensors> optimizer_parts;
 };
 
-// Which files this rank writes into its shard folder.
+// Which files this rank writes into its shard folder. Under expert parallelism each EP rank has
+// folders of its own (mp_rank_TT[_PPP]_EEE) and their writers are the expert-data-parallel group:
+// dense parameters are in every EP rank's folder, its experts only in its own, and the
+// distributed optimizer's dense shards spread over the EP ranks' files.
 struct ShardWriter {
   std::string shard = "mp_rank_00";  // ParallelState::checkpoint_shard_name()
-  bool model = true;                 // model, RNG and meta.json: DP and CP rank 0 of the shard
-  // Optimizer state: with the distributed optimizer every DP x CP rank writes its own file;
+  bool model = true;                 // model, RNG and meta.json: rank 0 of `group`
+  // Optimizer state: with the distributed optimizer every rank of `group` writes its own file;
   // otherwise only the model writer writes optimizer.safetensors.
   bool distributed_optimizer = false;
-  int dp_rank = 0;  // the rank in DP x CP (with CP 1, the DP rank)
-  int dp_size = 1;  // DP x CP: meta.json's data_parallel_size
+  int dp_rank = 0;  // the rank in `group`
+  int dp_size = 1;  // the size of `group`: meta.json's data_parallel_size
+  int ep = 1;       // the expert-parallel size: meta.json's expert_model_parallel_size
+  // The ranks writing into this shard folder: DP x CP, or the expert-data-parallel group under
+  // expert parallelism. Null: the context's DP x CP group.
+  const parallel::ProcessGroup* group = nullptr;
 };
 
 // "<root>/iter_0000100".
@@ -77,8 +84,7 @@ std::string iteration_folder(const std::string& root, std::int64_t iteration);
 // Collective over the world of `pc` (every rank calls it with its part): writes the checkpoint of
 // `state.iteration` and then the tracker. Throws megatron::Error on every rank when any rank
 // could not write (naming the failed ranks; the failing rank's own message first); nothing
-// half-written is left under a final name. `pc.dp` must be the group over which the optimizer
-// files of one shard are gathered.
+// half-written is left under a final name.
 void save_checkpoint(const std::string& root, const CheckpointState& state, const ShardWriter& writer,
                      const parallel::ParallelContext& pc);
 // One process, one shard ("mp_rank_00").
@@ -116,12 +122,13 @@ std::string describe_iterations(const std::vector<std::int64_t>& iterations);
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);
 
-// The parallel layout a checkpoint was saved with: TP and PP from its mp_rank_TT[_PPP] folders,
+// The parallel layout a checkpoint was saved with: TP, PP and EP from its mp_rank_TT[_PPP][_EEE] folders,
 // DP and the optimizer kind from the first shard's meta.json. Throws, naming the folder, when it
 // does not exist (blaming the tracker), has no shard folders, or its first shard has no meta.json.
 struct SavedLayout {
   int tp = 1;
   int pp = 1;
+  int ep = 1;  // expert_model_parallel_size in the first shard's meta.json (1 when absent)
   int dp = 1;
   bool distributed_optimizer = false;
   nlohmann::json config;  // the run configuration it was saved with (empty if unknown)

@@ -1,6 +1,7 @@
-// Loading a checkpoint saved in another tensor x pipeline layout: each parameter a rank holds now
-// is found where the saved layout put it (stage, chunk, stage-local name), its saved TP shards are
-// joined and this rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
+// Loading a checkpoint saved in another tensor x pipeline x expert layout: each parameter a rank
+// holds now is found where the saved layout put it (stage, chunk, stage-local name), its saved TP
+// shards are joined (and for expert weights the EP ranks' blocks of experts after them) and this
+// rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
 // configuration says of the model and its layer split, for the trainer's resume and for tools
 // that load a checkpoint into one process.
 #pragma once
@@ -25,6 +26,7 @@ struct ReshardSource {
   int tp = 1;
   parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
   bool tied_embeddings = true;      // the output layer is the word embedding
+  int ep = 1;                       // expert-parallel size: each EP rank's folders hold its experts
 };
 // ... and what this rank holds now: its parameters under their current names, their TP layouts,
 // its TP rank and size, its pipeline stage and the current layer split.
@@ -35,6 +37,8 @@ struct ReshardTarget {
   int tp = 1;
   int pp_rank = 0;
   parallel::PipelineLayout layout;
+  int ep_rank = 0;  // expert weights (layout expert_parallel): this rank's block of the experts
+  int ep = 1;
 };
 // This rank's parameters cut from the saved shards (model), and with `load_optimizer` its whole
 // fp32 optimizer state as one piece per parameter and key ("<name>/<key>/0", in optimizer_parts);

@@ -91,7 +91,8 @@ class ParallelState {
   int next_pipeline_rank() const;  // cyclic neighbours in the pp group
   int prev_pipeline_rank() const;
 
-  // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1.
+  // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1, then _EEE (the
+  // expert-parallel rank) when ep > 1.
   std::string checkpoint_shard_name() const;
   // The same for any TP and PP rank of a layout with `pp` stages; with `ep` > 1 Megatron's
   // expert suffix follows: mp_rank_TT[_PPP]_EEE.

@@ -72,6 +72,10 @@ class Checkpointer {
 
  private:
   void committed(std::int64_t iteration);
+  // Under expert parallelism with the same layout: the optimizer pieces of this rank's dense
+  // parameters that the other expert-parallel ranks' folders hold, into state.optimizer_parts.
+  void add_dense_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
+                                  checkpoint::CheckpointState& state) const;
 
   CheckpointPlan plan_;
   const parallel::ParallelContext& pc_;

@@ -300,43 +300,61 @@ at::Tensor MoeLayer::all_gather_experts(const at::Tensor& tokens, const at::Tens
 
 at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map,
                                         const at::Tensor& probs) const {
-  const parallel::ProcessGroup& group = *pc_.ep;
-  const int ep = group.size();
-  const std::int64_t local = fc1_.size(0), first = pc_.state->ep_rank() * local;
-  // Every rank's selections per expert, [ep, E] on the host: the exchange's sizes.
+  const parallel::ProcessGroup& ep_group = *pc_.ep;
+  const parallel::ProcessGroup& tp_group = *pc_.tp;
+  const int ep = ep_group.size(), tp = tp_group.size(), tp_rank = tp_group.rank(), ep_rank = ep_group.rank();
+  const std::int64_t local = fc1_.size(0), first = ep_rank * local;
+  // Every rank's selections per expert, [tp, ep, E] on the host: the exchanges' sizes.
   const at::Tensor counts = routing_map.sum(0).to(at::kLong).contiguous();
-  at::Tensor gathered = at::empty({ep, num_experts_}, counts.options());
-  pc_.comm->all_gather(gathered, counts, group).wait();
-  const at::Tensor all = gathered.cpu();
-  const auto counts_of = all.accessor<std::int64_t, 2>();
-  const auto count = [&](int rank, std::int64_t expert) { return counts_of[rank][expert]; };
-  std::vector<std::int64_t> input_splits(ep, 0), output_splits(ep, 0), per_expert(local, 0);
+  at::Tensor over_ep = at::empty({ep, num_experts_}, counts.options());
+  pc_.comm->all_gather(over_ep, counts, ep_group).wait();
+  at::Tensor all = over_ep;
+  if (tp > 1) {
+    all = at::empty({tp, ep, num_experts_}, counts.options());
+    pc_.comm->all_gather(all, over_ep, tp_group).wait();
+  }
+  const at::Tensor host = all.view({tp, ep, num_experts_}).cpu();
+  const auto counts_of = host.accessor<std::int64_t, 3>();
+  // Tokens of (TP rank t, EP rank r) for local expert j.
+  const auto count = [&](int t, int r, std::int64_t j) { return counts_of[t][r][first + j]; };
+  std::vector<std::int64_t> input_splits(ep, 0), output_splits(ep, 0), per_expert(local, 0), per_tp(tp, 0);
   for (int r = 0; r < ep; ++r) {
     for (std::int64_t j = 0; j < local; ++j) {
-      input_splits[r] += count(pc_.state->ep_rank(), r * local + j);
-      output_splits[r] += count(r, first + j);
-      per_expert[j] += count(r, first + j);
+      input_splits[r] += counts_of[tp_rank][ep_rank][r * local + j];
+      output_splits[r] += count(tp_rank, r, j);
+      for (int t = 0; t < tp; ++t) {
+        per_expert[j] += count(t, r, j);
+        per_tp[t] += count(t, r, j);
+      }
     }
   }
   const Pairs pairs = pairs_of(routing_map);  // grouped by destination rank
-  const at::Tensor received = parallel::all_to_all(tokens.index_select(0, pairs.token_of), output_splits, input_splits,
-                                                   group, *pc_.comm);  // [source rank][local expert]
-  // Regrouped by local expert, then by source rank.
+  // The tokens this rank's experts get from the EP ranks of its TP slice, [source][local expert],
+  // then those of the other TP ranks' slices: [TP rank][source][local expert].
+  at::Tensor received = parallel::all_to_all(tokens.index_select(0, pairs.token_of), output_splits, input_splits,
+                                             ep_group, *pc_.comm);
+  if (tp > 1) received = parallel::all_gather_rows(received, per_tp, tp_group, *pc_.comm);
+  // Regrouped by local expert (then TP rank, then source) for the grouped GEMMs.
   std::vector<std::int64_t> order;
-  std::vector<std::int64_t> start(ep, 0);
-  for (int r = 1; r < ep; ++r) start[r] = start[r - 1] + output_splits[r - 1];
+  order.reserve(static_cast<std::size_t>(received.size(0)));
   for (std::int64_t j = 0; j < local; ++j) {
-    for (int r = 0; r < ep; ++r) {
-      std::int64_t offset = start[r];
-      for (std::int64_t k = 0; k < j; ++k) offset += count(r, first + k);
-      for (std::int64_t i = 0; i < count(r, first + j); ++i) order.push_back(offset + i);
+    std::int64_t block = 0;  // where block (t, r) starts
+    for (int t = 0; t < tp; ++t) {
+      for (int r = 0; r < ep; ++r) {
+        std::int64_t offset = block;
+        for (std::int64_t k = 0; k < j; ++k) offset += count(t, r, k);
+        for (std::int64_t i = 0; i < count(t, r, j); ++i) order.push_back(offset + i);
+        for (std::int64_t k = 0; k < local; ++k) block += count(t, r, k);
+      }
     }
   }
   const auto longs = at::TensorOptions().dtype(at::kLong).device(tokens.device());
   const at::Tensor by_expert = at::tensor(order, longs);
-  const at::Tensor out = experts(received.index_select(0, by_expert), at::tensor(per_expert, longs));
-  const at::Tensor back = parallel::all_to_all(out.index_select(0, at::argsort(by_expert)), input_splits,
-                                               output_splits, group, *pc_.comm);  // in the pairs' order
+  at::Tensor out = experts(received.index_select(0, by_expert), at::tensor(per_expert, longs))
+                       .index_select(0, at::argsort(by_expert));
+  // Each TP rank's tokens back with the partial products of every TP rank's shard summed.
+  if (tp > 1) out = parallel::reduce_scatter_rows(out, per_tp, tp_group, *pc_.comm);
+  const at::Tensor back = parallel::all_to_all(out, input_splits, output_splits, ep_group, *pc_.comm);  // pairs' order
   return combine(back, probs, pairs, tokens.size(0));
 }
 

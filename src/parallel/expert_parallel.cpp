@@ -80,4 +80,33 @@ at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& 
                          reinterpret_cast<std::int64_t>(&comm));
 }
 
+at::Tensor all_gather_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes, const ProcessGroup& group,
+                           Communicator& comm) {
+  const int size = group.size();
+  const std::int64_t mine = sizes.at(static_cast<std::size_t>(group.rank()));
+  MEGATRON_CHECK(input.size(0) == mine, "all_gather_rows over ", group.describe(), ": this rank has ", input.size(0),
+                 " rows but its size says ", mine);
+  if (size == 1) return input;
+  std::vector<std::int64_t> shape = input.sizes().vec();
+  shape.insert(shape.begin(), size);
+  std::vector<std::int64_t> flat = input.sizes().vec();
+  flat[0] *= size;
+  // Every peer gets the whole input; the copies' gradients are summed by expand's backward.
+  const at::Tensor copies = input.unsqueeze(0).expand(shape).reshape(flat);
+  return all_to_all(copies, sizes, std::vector<std::int64_t>(static_cast<std::size_t>(size), mine), group, comm);
+}
+
+at::Tensor reduce_scatter_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes,
+                               const ProcessGroup& group, Communicator& comm) {
+  const int size = group.size();
+  const std::int64_t mine = sizes.at(static_cast<std::size_t>(group.rank()));
+  if (size == 1) return input;
+  const at::Tensor received =
+      all_to_all(input, std::vector<std::int64_t>(static_cast<std::size_t>(size), mine), sizes, group, comm);
+  std::vector<std::int64_t> shape = input.sizes().vec();
+  shape[0] = mine;
+  shape.insert(shape.begin(), size);
+  return received.view(shape).sum(0);
+}
+
 }  // namespace megatron::parallel

@@ -30,10 +30,6 @@ void Resolver::moe() {
         "bias is not supported in the shared experts, please set '--disable-bias-linear' instead.");
   const model::MoeConfig config = moe_config(a_);
   for (const std::string& message : config.validate()) problem(message);
-  unsupported(ep > 1 && tp > 1 && e.moe_token_dispatcher_type == "alltoall",
-              "--moe-token-dispatcher-type alltoall with --expert-model-parallel-size and "
-              "--tensor-model-parallel-size both above 1",
-              "use the allgather dispatcher there");
   check(tp == 1 || p.sequence_parallel,
         "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
         "sequence parallelism.");

@@ -4,13 +4,12 @@
 #   1. One process prints Megatron's iteration line with the auxiliary losses after the lm loss
 #      (z_loss, then load_balancing_loss), near 1 for the balanced start as Megatron's loss is.
 #   2. EP2 x DP2 with the distributed optimizer (alltoall dispatcher), EP4 (alltoall), PP2,
-#      EP2 x PP2, TP2 + SP (the experts split over TP), EP2 x TP2 + SP with seq_aux_loss and
+#      EP2 x PP2, TP2 + SP (the experts split over TP), EP2 x TP2 + SP with seq_aux_loss (alltoall) and
 #      EP2 x TP2 x PP2 + SP with the distributed optimizer give the single process's lm loss,
 #      z_loss and load_balancing_loss at every iteration (within 1e-5).
 #   3. Checkpoints of iteration 6 resume with the same losses: PP2 in one process, EP2 x DP2 in its
 #      own layout (folders mp_rank_00_EEE) and at EP4, EP2 x TP2 x PP2 at EP1 x TP1 x DP2.
 #   4. TensorBoard gets load_balancing_loss and z_loss scalars.
-#   5. What is not built yet is refused by name.
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -81,12 +80,12 @@ assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" \
   --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
 compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 + SP"
 
-step "seq_aux_loss: one process, and EP2 x TP2 + SP (each TP rank's part of every sequence)"
+step "seq_aux_loss: one process, and EP2 x TP2 + SP with the alltoall dispatcher (each TP rank's part of every sequence)"
 assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss
 cp "$WORK/out.txt" "$WORK/single_seq.txt"
 assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss "${ep[@]}" 2 \
-  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
-compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at EP2 x TP2 + SP"
+  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256 --moe-token-dispatcher-type alltoall
+compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at EP2 x TP2 + SP alltoall"
 
 step "EP2 x TP2 x PP2 with sequence parallelism and the distributed optimizer, saving at iteration 6"
 assert_succeeds mpi 8 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 --sequence-parallel \
@@ -115,8 +114,4 @@ assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --load "$WORK/ckpt_tp"
 assert_contains "$WORK/out.txt" "resharding checkpoint $WORK/ckpt_tp/iter_0000006 from tensor-model-parallel size 2"
 compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x TP2 x PP2 resumed at TP1 x DP2" 7
 
-step "not built yet: refused by name"
-assert_fails_with "--moe-token-dispatcher-type alltoall with --expert-model-parallel-size and --tensor-model-parallel-size both above 1 is not supported by this build yet" \
-  mpi 4 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 --sequence-parallel \
-  --moe-token-dispatcher-type alltoall --make-vocab-size-divisible-by 256
 echo "PASS"

@@ -1,8 +1,9 @@
 // The communication of expert parallelism: the variable-size all-to-all that Megatron's alltoall
 // token dispatcher sends tokens to their experts' ranks with, as an autograd region (forward: rows
 // to their destinations; backward: the gradient rows back to their sources, the same exchange
-// with the splits swapped). Built from point-to-point sends and receives, so that it runs over
-// MPI (CPU tensors) and NCCL (CUDA tensors) alike.
+// with the splits swapped), and the variable-size all-gather and reduce-scatter made of it. Built
+// from point-to-point sends and receives, so that it runs over MPI (CPU tensors) and NCCL (CUDA
+// tensors) alike.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -21,5 +22,16 @@ namespace megatron::parallel {
 // Every rank of the group calls it in the same order.
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, const ProcessGroup& group, Communicator& comm);
+
+// The same exchange as a variable-size all-gather along dim 0: rank j's `input` [sizes[j], ...] to
+// every rank, concatenated in group order. Backward: each rank's rows of the gradient summed over
+// the group back to it (a reduce-scatter). What Megatron's alltoall dispatcher gathers the tokens
+// that reached the TP ranks of an expert with.
+at::Tensor all_gather_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes, const ProcessGroup& group,
+                           Communicator& comm);
+// The inverse: `input` [sum(sizes), ...] holds a block of sizes[j] rows for each rank j; rank j
+// gets its block summed over the group. Backward: an all-gather of the gradient blocks.
+at::Tensor reduce_scatter_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes,
+                               const ProcessGroup& group, Communicator& comm);
 
 }  // namespace megatron::parallel

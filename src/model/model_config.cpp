@@ -196,8 +196,28 @@ std::vector<std::string> ModelConfig::shape_differences_from(const ModelConfig& 
 
 std::int64_t ModelConfig::num_parameters() const { return num_parameters(1, num_layers, true, true); }
 
-std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk) const {
-  MEGATRON_ASSERT(tp > 0 && layers >= 0);
+namespace {
+
+// The MoE layers among `layers` of a model of `num_layers`: exact for the whole model, its share
+// for a part.
+std::int64_t moe_layers_among(const MoeConfig& moe, int num_layers, std::int64_t layers) {
+  const int all = moe.num_moe_layers(num_layers);
+  return layers == num_layers ? all : (layers * all + num_layers / 2) / std::max(1, num_layers);
+}
+
+}  // namespace
+
+std::int64_t ModelConfig::num_expert_parameters(int tp, std::int64_t layers, int ep) const {
+  MEGATRON_ASSERT(tp > 0 && ep > 0 && layers >= 0);
+  if (!moe.enabled()) return 0;
+  const std::int64_t f = moe.expert_ffn_hidden_size(ffn_hidden_size), glu = swiglu ? 2 : 1;
+  const std::int64_t per_layer =
+      saturating_mul(moe.num_experts / ep, saturating_mul(saturating_mul(glu + 1, f), hidden_size)) / tp;
+  return saturating_mul(moe_layers_among(moe, num_layers, layers), per_layer);
+}
+
+std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk, int ep) const {
+  MEGATRON_ASSERT(tp > 0 && ep > 0 && layers >= 0);
   const auto mul = [](std::int64_t a, std::int64_t b) { return saturating_mul(a, b); };
   const auto add = [](std::int64_t a, std::int64_t b) { return saturating_add(a, b); };
   const std::int64_t h = hidden_size, bias = add_bias_linear ? 1 : 0;
@@ -212,15 +232,12 @@ std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first
   std::int64_t layer = add(add(norm, mul(qkv, add(h, bias))), add(mul(q, h), bias * h));        // attention
   const std::int64_t dense_mlp = add(add(norm, mul(fc1_out, add(h, bias))), add(mul(ffn, h), bias * h));
   std::int64_t total = mul(layers, add(layer, dense_mlp));
-  if (moe.enabled()) {  // MoE layers: the router, every expert, the shared expert, in place of the MLP
-    const std::int64_t f = moe.expert_ffn_hidden_size(ffn_hidden_size), fs = moe.shared_expert_intermediate_size;
-    const std::int64_t glu = swiglu ? 2 : 1;
-    const std::int64_t moe_mlp = add(add(norm, mul(moe.num_experts, h)),
-                                     add(mul(moe.num_experts, mul(mul(add(glu, 1), f), h)) / tp, mul(mul(add(glu, 1), fs), h) / tp));
-    const int all = moe.num_moe_layers(num_layers);
-    // Which of `layers` are MoE layers is known for the whole model; for a part, its share.
-    const std::int64_t moe_layers = layers == num_layers ? all : (layers * all + num_layers / 2) / std::max(1, num_layers);
-    total = add(total, mul(moe_layers, moe_mlp - dense_mlp));
+  if (moe.enabled()) {  // MoE layers: the router, the experts, the shared expert, in place of the MLP
+    const std::int64_t fs = moe.shared_expert_intermediate_size, glu = swiglu ? 2 : 1;
+    const std::int64_t moe_layers = moe_layers_among(moe, num_layers, layers);
+    const std::int64_t router_and_shared = add(add(norm, mul(moe.num_experts, h)), mul(mul(add(glu, 1), fs), h) / tp);
+    total = add(total, mul(moe_layers, router_and_shared - dense_mlp));
+    total = add(total, num_expert_parameters(tp, layers, ep));
   }
   const std::int64_t vocab_rows = mul(padded_vocab_size / tp, h);
   if (first_chunk) {

@@ -66,17 +66,24 @@ MemoryNeed rank_memory_need(const model::ModelConfig& config, const RankShare& s
   MEGATRON_ASSERT(share.tp > 0 && share.pp > 0 && share.dp > 0 && !share.chunk_layers.empty());
   MemoryNeed need;
   const std::size_t chunks = share.chunk_layers.size();
+  std::int64_t experts = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
     const bool first = share.pp_rank == 0 && c == 0;
     const bool last = share.pp_rank == share.pp - 1 && c + 1 == chunks;
-    need.parameters = saturating_add(need.parameters, config.num_parameters(share.tp, share.chunk_layers[c], first, last));
+    need.parameters =
+        saturating_add(need.parameters, config.num_parameters(share.tp, share.chunk_layers[c], first, last, share.ep));
+    experts = saturating_add(experts, config.num_expert_parameters(share.tp, share.chunk_layers[c], share.ep));
   }
   need.parameter_bytes = saturating_mul(need.parameters, settings.param_bytes);
   need.gradient_bytes = saturating_mul(need.parameters, settings.grad_in_fp32 ? 4 : settings.param_bytes);
   // fp32 main weights when the model's are in 16 bits, and Adam's two fp32 moments.
   const std::int64_t per_parameter = (settings.param_bytes == 4 ? 0 : 4) + 8;
-  const std::int64_t owned =
-      settings.distributed_optimizer ? saturating_add(need.parameters, share.dp - 1) / share.dp : need.parameters;
+  // With the distributed optimizer the dense part is sharded over DP x CP, the experts over the
+  // expert-data-parallel group.
+  const auto shard = [](std::int64_t n, int over) { return saturating_add(n, over - 1) / over; };
+  const std::int64_t owned = settings.distributed_optimizer
+                                 ? saturating_add(shard(need.parameters - experts, share.dp), shard(experts, share.expert_dp))
+                                 : need.parameters;
   need.optimizer_bytes = saturating_mul(owned, per_parameter);
   if (settings.explicit_attention) {
     const std::int64_t heads = config.num_attention_heads / share.tp;

@@ -24,6 +24,8 @@ struct RankShare {
   int pp = 1, pp_rank = 0;
   int dp = 1;  // the ranks the distributed optimizer shards over: DP x CP
   std::vector<std::int64_t> chunk_layers{0};  // transformer layers of each model chunk it holds
+  int ep = 1;         // expert-parallel size: the rank holds 1/ep of each MoE layer's experts
+  int expert_dp = 1;  // the ranks the distributed optimizer shards the experts over
 };
 
 // The run's numerics and the sizes that scale activations.

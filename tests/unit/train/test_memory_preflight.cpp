@@ -104,6 +104,54 @@ MemorySettings bf16(bool distributed_optimizer) {
 
 const DeviceMemory kGpu80{80'000'000'000, "cuda:0 (an 80 GB GPU)"};
 
+// Mixtral 8x7B as Megatron-LM's example trains it (untied, RMSNorm, SwiGLU, RoPE, GQA 8 groups,
+// 8 experts of FFN 14336, no biases).
+model::ModelConfig mixtral_8x7b() {
+  model::ModelConfig c;
+  c.num_layers = 32;
+  c.hidden_size = 4096;
+  c.ffn_hidden_size = 14336;
+  c.num_attention_heads = 32;
+  c.num_query_groups = 8;
+  c.kv_channels = 128;
+  c.seq_length = 4096;
+  c.max_position_embeddings = 32768;
+  c.normalization = model::Normalization::kRmsNorm;
+  c.position_embedding = model::PositionEmbedding::kRope;
+  c.swiglu = true;
+  c.add_bias_linear = false;
+  c.untie_embeddings_and_output_weights = true;
+  c.padded_vocab_size = 32000;
+  c.moe.num_experts = 8;
+  c.moe.router_topk = 2;
+  return c;
+}
+
+TEST(MemoryPreflight, ExpertParallelRanksHoldTheirShareOfTheExperts) {
+  const model::ModelConfig c = mixtral_8x7b();
+  // The count HuggingFace gives for mistralai/Mixtral-8x7B-v0.1 (46.7B).
+  EXPECT_EQ(c.num_parameters(), 46'702'792'704);
+  const std::int64_t experts = 32LL * 8 * 3 * 14336 * 4096;  // w1, w3, w2 of every expert of every layer
+  EXPECT_EQ(c.num_expert_parameters(1, 32), experts);
+  EXPECT_EQ(c.num_parameters(1, 32, true, true, 8), c.num_parameters() - experts / 8 * 7);
+  // Megatron-LM's example layout: TP1 PP4 EP8 on 64 GPUs (DP 16, expert DP 2), bf16, distributed
+  // optimizer. A stage holds 8 layers: their dense part whole, 1 of each layer's 8 experts.
+  RankShare share{0, 1, 0, 4, 1, 16, {8}, 8, 2};
+  const MemoryNeed need = rank_memory_need(c, share, bf16(true));
+  const std::int64_t stage_experts = experts / 4 / 8, dense = c.num_parameters(1, 8, false, false) - experts / 4;
+  EXPECT_EQ(need.parameters, dense + stage_experts);
+  EXPECT_EQ(need.optimizer_bytes, 12 * ((dense + 15) / 16 + (stage_experts + 1) / 2));
+  EXPECT_NO_THROW(check_memory_fits(c, share, bf16(true), kGpu80));
+  EXPECT_LT(need.total(), 20'000'000'000);
+  // Without expert parallelism the stage holds all 8 experts of its layers (11.3B parameters).
+  share.ep = 1;
+  share.expert_dp = 16;
+  const MemoryNeed whole = rank_memory_need(c, share, bf16(true));
+  EXPECT_EQ(whole.parameters, dense + 8 * stage_experts);
+  EXPECT_GT(whole.total(), 75'000'000'000);
+}
+
+
 TEST(MemoryPreflight, Gpt3_175bAtTp8Pp16Dp8InBf16FitsAn80GbGpu) {
   const model::ModelConfig c = gpt3_175b();
   for (int pp_rank = 0; pp_rank < 16; ++pp_rank) {

@@ -63,7 +63,7 @@ class Resharder {
                      full.sizes(), " does not fit this model's shard ", param.sizes(),
                      " (a different padded vocabulary? keep --make-vocab-size-divisible-by x TP the same)");
       out.model.emplace_back(name, mine);
-      if (!load_optimizer_) continue;
+      if (!load_optimizer_ || i + target_.buffers >= target_.params.size()) continue;
       for (const OptimizerState state : kOptimizerStates) {
         std::vector<std::vector<at::Tensor>> state_shards(static_cast<std::size_t>(blocks));
         for (int e = 0; e < blocks; ++e) {

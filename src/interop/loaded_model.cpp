@@ -45,11 +45,13 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   out.model = std::make_unique<model::GptModel>(out.config, *out.pc, parallel::ParameterInit::loaded_later());
   const bool tied = !out.config.untie_embeddings_and_output_weights;
   const parallel::PipelineLayout one{out.config.num_layers, 1, 1, std::nullopt, std::nullopt};
+  const parallel::NamedTensors tensors = out.model->checkpoint_tensors();
+  const auto layouts = out.model->checkpoint_layouts();
   const checkpoint::CheckpointState state =
       checkpoint::load_resharded(root, out.iteration,
                                  {saved.tp, checkpoint::saved_pipeline_layout(saved.config, saved.pp), tied, saved.ep},
-                     {out.model->named_parameters(), out.model->parameter_layouts(), 0, 1, 0, one}, false);
-  checkpoint::load_parameters(out.model->named_parameters(), state.model, checkpoint::iteration_folder(root, out.iteration));
+                     {tensors, layouts, 0, 1, 0, one}, false);
+  checkpoint::load_parameters(tensors, state.model, checkpoint::iteration_folder(root, out.iteration));
   return out;
 }
 

@@ -177,4 +177,24 @@ at::Tensor GptModel::forward_cached(const at::Tensor& tokens, KvCache& cache) co
   return at::matmul(hidden, output_weight_.t()).transpose(0, 1).contiguous();  // [b, s, V]
 }
 
+NamedTensors GptModel::checkpoint_tensors() const {
+  NamedTensors out = parameters_.named;
+  out.insert(out.end(), parameters_.buffers.begin(), parameters_.buffers.end());
+  return out;
+}
+
+std::vector<parallel::TensorParallelLayout> GptModel::checkpoint_layouts() const {
+  std::vector<parallel::TensorParallelLayout> out = parameters_.layouts;
+  out.resize(out.size() + parameters_.buffers.size());
+  return out;
+}
+
+std::vector<const Router*> GptModel::routers() const {
+  std::vector<const Router*> out;
+  for (const TransformerLayer& layer : layers_) {
+    if (const Router* r = layer.router()) out.push_back(r);
+  }
+  return out;
+}
+
 }  // namespace megatron::model

@@ -184,7 +184,11 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
     r.load_balancing_loss = loss.detach() / coeff;
     r.probs = AttachAuxLoss::apply(r.probs, loss, ctx.moe_aux_loss_scale);
   }
-  if (training && expert_bias_.defined()) local_tokens_.add_(r.routing_map.sum(0).to(at::kFloat));
+  // Counted once per training pass: not in the no-grad first pass of a recomputed layer, but in its
+  // recomputation (Megatron's torch.is_grad_enabled()).
+  if (training && expert_bias_.defined() && at::GradMode::is_enabled()) {
+    local_tokens_.add_(r.routing_map.sum(0).to(at::kFloat));
+  }
   return r;
 }
 
@@ -192,6 +196,27 @@ void Router::collect(const std::string& prefix, ParameterList& out) const {
   parallel::TensorParallelLayout layout;
   layout.sequence_parallel = sequence_parallel_;  // replicated, fed by this rank's tokens
   out.add(prefix + "weight", weight_, layout);
+  if (expert_bias_.defined()) out.add_buffer(prefix + "expert_bias", expert_bias_);
+}
+
+void update_expert_biases(const std::vector<const Router*>& routers, const parallel::ParallelContext& pc) {
+  std::vector<at::Tensor> counts;
+  for (const Router* r : routers) {
+    if (r->expert_bias().defined()) counts.push_back(r->tokens_since_update());
+  }
+  if (counts.empty()) return;
+  at::NoGradGuard no_grad;
+  at::Tensor tokens = at::stack(counts);  // [routers, E]
+  // Summed over TP x DP x CP (every rank of the pipeline stage; exact: whole numbers in fp32).
+  if (pc.tp->size() > 1) pc.comm->all_reduce(tokens, parallel::ReduceOp::kSum, *pc.tp).wait();
+  if (pc.dp_cp->size() > 1) pc.comm->all_reduce(tokens, parallel::ReduceOp::kSum, *pc.dp_cp).wait();
+  const at::Tensor offset = tokens.mean(-1, true) - tokens;
+  std::size_t i = 0;
+  for (const Router* r : routers) {
+    if (!r->expert_bias().defined()) continue;
+    r->expert_bias().add_(at::sign(offset[static_cast<std::int64_t>(i++)]) * r->bias_update_rate());
+    r->tokens_since_update().zero_();
+  }
 }
 
 namespace {

@@ -139,7 +139,8 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
     out_ << "; the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
     const bool tied = !saved_model.untie_embeddings_and_output_weights;
     const checkpoint::ReshardTarget to{target.params, target.layouts, ps_.tp_rank(), ps_.tp(),
-                                       ps_.pp_rank(),  target.layout,  ps_.ep_rank(),  ps_.ep()};
+                                       ps_.pp_rank(),  target.layout,  ps_.ep_rank(),  ps_.ep(),
+                                       target.buffers};
     state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep}, to, load_optimizer);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.

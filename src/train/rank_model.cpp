@@ -24,9 +24,13 @@ RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config
                                  ps.is_last_stage() && c == chunks - 1};
     m.chunks.push_back(std::make_unique<model::GptModel>(config, pc, init, stage, options));
     const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
-    for (const auto& [name, t] : m.chunks.back()->named_parameters()) m.params.emplace_back(prefix + name, t);
-    const auto& l = m.chunks.back()->parameter_layouts();
+    const model::GptModel& chunk = *m.chunks.back();
+    for (const auto& [name, t] : chunk.named_parameters()) m.params.emplace_back(prefix + name, t);
+    const auto& l = chunk.parameter_layouts();
     m.layouts.insert(m.layouts.end(), l.begin(), l.end());
+    for (const auto& [name, t] : chunk.checkpoint_tensors()) m.saved.emplace_back(prefix + name, t);
+    const auto saved_layouts = chunk.checkpoint_layouts();
+    m.saved_layouts.insert(m.saved_layouts.end(), saved_layouts.begin(), saved_layouts.end());
   }
   m.reads_data = ps.is_first_stage() || ps.is_last_stage() || plan.data.dataset.reset_attention_mask;
   std::int64_t count = 0;

@@ -41,8 +41,6 @@ void Resolver::moe() {
   unsupported(e.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
   unsupported(e.moe_input_jitter_eps.has_value(), "--moe-input-jitter-eps");
   unsupported(e.moe_per_layer_logging, "--moe-per-layer-logging");
-  unsupported(e.moe_router_enable_expert_bias, "--moe-router-enable-expert-bias",
-              "the router computes with the bias, but training does not update or save it yet");
   unsupported(a_.model.add_bias_linear, "--num-experts without --disable-bias-linear",
               "the experts have no biases here");
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "megatron/core/check.h"
+#include "megatron/model/moe_layer.h"
 #include "megatron/parallel/parallel_state.h"
 
 namespace megatron::train {
@@ -104,6 +105,11 @@ StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double
   model_.ddp->finish_grad_sync();
   parallel::allreduce_sequence_parallel_grads(*model_.ddp);
   parallel::allreduce_shared_embedding_grads(*model_.ddp);
+  std::vector<const model::Router*> routers;
+  for (const model::GptModel* chunk : model_.chunks) {
+    for (const model::Router* r : chunk->routers()) routers.push_back(r);
+  }
+  model::update_expert_biases(routers, pc_);
   StepReport report;
   report.moe_losses = moe_loss_report();
   // The loss exists on the last pipeline stage, which prints it.

@@ -231,8 +231,9 @@ nlohmann::json Trainer::run_config() const {
 
 void Trainer::load_checkpoint() {
   const auto state = checkpointer_->load(
-      {model_.params, model_.layouts, layout_, model_config_,
-       [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); }});
+      {model_.saved, model_.saved_layouts, layout_, model_config_,
+       [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); },
+       model_.saved.size() - model_.params.size()});
   if (!state) return;
   optimizer_->reload_model_params();
   if (!plan_.checkpoint.finetune) {
@@ -272,7 +273,7 @@ checkpoint::CheckpointState Trainer::checkpoint_state() const {
   state.optimizer_steps = optimizer_->step_count();
   state.config = run_config();
   state.tokenizer_files = tokenizer_files_;
-  state.model = model_.params;
+  state.model = model_.saved;
   if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
   if (plan_.checkpoint.save_optimizer) state.optimizer = optimizer_->state();
   if (plan_.checkpoint.save_rng) {

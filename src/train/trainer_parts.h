@@ -34,6 +34,9 @@ struct RankModel {
   std::vector<std::unique_ptr<model::GptModel>> chunks;
   parallel::NamedTensors params;
   std::vector<parallel::TensorParallelLayout> layouts;
+  // What its checkpoints hold: the parameters, then the persistent buffers (expert biases).
+  parallel::NamedTensors saved;
+  std::vector<parallel::TensorParallelLayout> saved_layouts;
   std::unique_ptr<parallel::DataParallelBuffers> ddp;
   std::unique_ptr<parallel::PipelineExecutor> executor;
   bool reads_data = true;  // stages with the embedding or the loss (every stage for explicit masks)

@@ -10,6 +10,8 @@
 #   3. Checkpoints of iteration 6 resume with the same losses: PP2 in one process, EP2 x DP2 in its
 #      own layout (folders mp_rank_00_EEE) and at EP4, EP2 x TP2 x PP2 at EP1 x TP1 x DP2.
 #   4. TensorBoard gets load_balancing_loss and z_loss scalars.
+#   5. The aux-loss-free expert bias: updated every step (the losses differ without it), the same
+#      at EP2 x TP2 + SP as in one process, saved and resumed.
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -113,5 +115,20 @@ echo 6 >"$WORK/ckpt_tp/latest_checkpointed_iteration.txt"
 assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" --load "$WORK/ckpt_tp"
 assert_contains "$WORK/out.txt" "resharding checkpoint $WORK/ckpt_tp/iter_0000006 from tensor-model-parallel size 2"
 compare_all "$WORK/single.txt" "$WORK/out.txt" "EP2 x TP2 x PP2 resumed at TP1 x DP2" 7
+
+step "aux-loss-free balancing (sigmoid router, expert bias): one process, EP2 x TP2 + SP saving at 6, resumed in one"
+sigmoid=(--moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5 --moe-router-bias-update-rate 1e-2)
+bias=("${sigmoid[@]}" --moe-router-enable-expert-bias)
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" "${bias[@]}"
+cp "$WORK/out.txt" "$WORK/single_bias.txt"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" "${sigmoid[@]}"
+! cmp -s <(column "$WORK/single_bias.txt" "lm loss") <(column "$WORK/out.txt" "lm loss") ||
+  fail "the expert bias changed nothing: its updates do not reach the routing"
+assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" "${bias[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 \
+  --sequence-parallel --make-vocab-size-divisible-by 256 --save "$WORK/ckpt_bias" --save-interval 6
+compare_all "$WORK/single_bias.txt" "$WORK/out.txt" "expert bias at EP2 x TP2 + SP"
+echo 6 >"$WORK/ckpt_bias/latest_checkpointed_iteration.txt"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" "${bias[@]}" --load "$WORK/ckpt_bias"
+compare_all "$WORK/single_bias.txt" "$WORK/out.txt" "expert bias resumed in one process" 7
 
 echo "PASS"

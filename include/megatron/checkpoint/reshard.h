@@ -39,6 +39,7 @@ struct ReshardTarget {
   parallel::PipelineLayout layout;
   int ep_rank = 0;  // expert weights (layout expert_parallel): this rank's block of the experts
   int ep = 1;
+  std::size_t buffers = 0;  // the last `buffers` of params are buffers (expert biases): no optimizer state
 };
 // This rank's parameters cut from the saved shards (model), and with `load_optimizer` its whole
 // fp32 optimizer state as one piece per parameter and key ("<name>/<key>/0", in optimizer_parts);

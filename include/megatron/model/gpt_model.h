@@ -73,6 +73,12 @@ class GptModel {
   // with stride 2), row-parallel weights along dim 1; the rest replicated, with sequence_parallel
   // set on norms and row-parallel biases under sequence parallelism.
   const std::vector<parallel::TensorParallelLayout>& parameter_layouts() const { return parameters_.layouts; }
+  // What a checkpoint holds of the model: the parameters, then the persistent buffers (the
+  // routers' expert biases), with their layouts (buffers replicated).
+  NamedTensors checkpoint_tensors() const;
+  std::vector<parallel::TensorParallelLayout> checkpoint_layouts() const;
+  // The routers of the MoE layers, in layer order (none for a dense model).
+  std::vector<const Router*> routers() const;
   const ModelConfig& config() const { return config_; }
   bool pre_process() const { return pre_process_; }
   bool post_process() const { return post_process_; }

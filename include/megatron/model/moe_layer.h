@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "megatron/model/transformer_layer.h"
 
@@ -52,6 +53,7 @@ class Router {
   // for selection only, and the tokens routed to each expert since the last update.
   const at::Tensor& expert_bias() const { return expert_bias_; }
   const at::Tensor& tokens_since_update() const { return local_tokens_; }
+  double bias_update_rate() const { return moe_.router_bias_update_rate; }
 
  private:
   at::Tensor select(const at::Tensor& logits, at::Tensor& probs, at::Tensor& indices) const;
@@ -66,6 +68,13 @@ class Router {
   at::Tensor expert_bias_;  // [E] fp32 buffer (defined with expert bias)
   at::Tensor local_tokens_; // [E] fp32
 };
+
+// Megatron's aux-loss-free balancing step (finalize_model_grads' _update_router_expert_bias), after
+// each training step's gradient reduction: the tokens each router sent each expert since the last
+// update, summed over TP x DP x CP, move every expert's bias by the update rate toward balance
+// (+rate below the mean count, -rate above it, none at it), and the counts restart. Collective
+// over the pipeline stage's ranks; nothing to do without expert biases.
+void update_expert_biases(const std::vector<const Router*>& routers, const parallel::ParallelContext& pc);
 
 class MoeLayer {
  public:

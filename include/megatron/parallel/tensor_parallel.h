@@ -26,8 +26,12 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 struct ParameterList {
   NamedTensors named;
   std::vector<TensorParallelLayout> layouts;
+  // Persistent buffers: state saved in checkpoints beside the parameters, replicated over TP, with
+  // no gradient (the routers' expert biases).
+  NamedTensors buffers;
 
   void add(std::string name, const at::Tensor& t, const TensorParallelLayout& layout = {});
+  void add_buffer(std::string name, const at::Tensor& t) { buffers.emplace_back(std::move(name), t); }
 };
 
 // This rank's position in, and the size of, the context's TP group.

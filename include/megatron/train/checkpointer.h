@@ -59,6 +59,7 @@ class Checkpointer {
     const parallel::PipelineLayout& layout;
     const model::ModelConfig& model;
     checkpoint::TensorFilter optimizer_pieces;
+    std::size_t buffers = 0;  // the last `buffers` of params are buffers (no optimizer state)
   };
   // Collective. Loads the --load checkpoint's parameters into `target.params` and returns the rest
   // of its state (the optimizer state with --no-load-optim or --finetune left out); nullopt

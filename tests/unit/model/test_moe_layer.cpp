@@ -245,6 +245,48 @@ TEST(MoeLayer, SigmoidGroupLimitedBiasedScaled) {
   check_layer(c, "sigmoid, 2 of 4 groups, expert bias, scaling", {0.3, -0.2, 0.0, 0.5, -0.4, 0.1, 0.2, -0.1});
 }
 
+// Aux-loss-free balancing: the tokens routed in training passes with gradients (not a no-grad
+// pass: a recomputed layer's first) move each bias by the rate toward the mean count.
+TEST(MoeLayer, ExpertBiasMovesTowardTheMeanCountAfterEachStep) {
+  ModelConfig c = moe_config(8, 2);
+  c.moe.score_function = RouterScore::kSigmoid;
+  c.moe.router_enable_expert_bias = true;
+  c.moe.router_bias_update_rate = 0.125;
+  const MoeLayer layer(c, parallel::ParameterInit(7).scope("decoder.layers.0.mlp."), parallel::single_process_context(),
+                       parallel::LinearOptions{.bias = false});
+  const std::vector<double> start = {0.25, -0.5, 0.0, 0.0, 0.125, 0.0, -0.25, 0.0};
+  layer.router().expert_bias().copy_(at::tensor(start, at::kFloat));
+  parallel::ParameterList list;
+  layer.collect("", list);
+  ASSERT_EQ(list.buffers.size(), 1u);
+  EXPECT_EQ(list.buffers[0].first, "router.expert_bias");
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  std::vector<double> counts(8, 0.0);
+  const ForwardContext ctx{true};
+  for (int pass = 0; pass < 3; ++pass) {
+    const at::Tensor x = at::randn({kSeq, kBatch, c.hidden_size}, gen);
+    if (pass == 1) {
+      const at::NoGradGuard no_grad;  // not counted
+      layer.forward(x, ctx);
+      continue;
+    }
+    layer.forward(x, ctx);
+    const at::Tensor map = layer.last_routing().routing_map;
+    for (std::int64_t t = 0; t < map.size(0); ++t) {
+      for (std::int64_t e = 0; e < 8; ++e) counts[e] += map[t][e].item<bool>() ? 1.0 : 0.0;
+    }
+  }
+  model::update_expert_biases({&layer.router()}, parallel::single_process_context());
+  const double mean = std::accumulate(counts.begin(), counts.end(), 0.0) / 8;
+  EXPECT_EQ(mean, 2.0 * kSeq * kBatch * 2 / 8);  // two counted passes, top-2
+  for (std::int64_t e = 0; e < 8; ++e) {
+    const double sign = counts[e] < mean ? 1.0 : counts[e] > mean ? -1.0 : 0.0;
+    EXPECT_EQ(layer.router().expert_bias()[e].item<float>(), static_cast<float>(start[e] + 0.125 * sign))
+        << "expert " << e << ": " << counts[e] << " tokens, mean " << mean;
+  }
+  EXPECT_EQ(layer.router().tokens_since_update().sum().item<float>(), 0.0f);
+}
+
 TEST(MoeLayer, CapacityDropsEachExpertsLeastProbableOrLatestTokens) {
   ModelConfig c = moe_config(4, 2);
   c.swiglu = true;

@@ -113,17 +113,28 @@ Router::Router(const ModelConfig& c, const parallel::ParameterInit& init, const 
     : moe_(c.moe),
       pc_(pc),
       sequence_parallel_(sequence_parallel),
+      cp_region_(pc),
       weight_(init.normal("weight", {c.moe.num_experts, c.hidden_size}, c.init_method_std, {}, pc, options)) {
+  if (pc.cp) cp_region_.tp = pc.cp;
   const auto fp32 = options.dtype(at::kFloat);
   local_tokens_ = at::zeros({c.moe.num_experts}, fp32);
   if (moe_.router_enable_expert_bias) expert_bias_ = at::zeros({c.moe.num_experts}, fp32);
 }
 
-at::Tensor Router::counted_over_tp(const at::Tensor& counts) const {
-  if (!sequence_parallel_) return counts;
+int Router::partition_size() const {
+  return (sequence_parallel_ ? parallel::tp_size(pc_) : 1) * (pc_.cp ? pc_.cp->size() : 1);
+}
+
+at::Tensor Router::counted_over_partition(const at::Tensor& counts) const {
   at::Tensor total = counts.to(at::kLong).contiguous();
-  pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.tp).wait();
+  if (sequence_parallel_) pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.tp).wait();
+  if (pc_.cp && pc_.cp->size() > 1) pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.cp).wait();
   return total;
+}
+
+at::Tensor Router::gathered_over_partition(const at::Tensor& x) const {
+  at::Tensor out = sequence_parallel_ ? parallel::gather_from_sequence_parallel_region(x, pc_) : x;
+  return pc_.cp && pc_.cp->size() > 1 ? parallel::gather_from_sequence_parallel_region(out, cp_region_) : out;
 }
 
 Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const ForwardContext& ctx) const {
@@ -132,8 +143,8 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
   at::Tensor logits = at::linear(x.to(at::kFloat), weight_.to(at::kFloat));  // [T, E]
   Routing r;
   if (training && moe_.z_loss_coeff > 0) {
-    // Each TP rank's share of the mean over the TP group's tokens (Megatron divides by TP x CP).
-    const double share = moe_.z_loss_coeff / (sequence_parallel_ ? parallel::tp_size(pc_) : 1);
+    // Each rank's share of the mean over the partition's tokens (Megatron divides by TP x CP).
+    const double share = moe_.z_loss_coeff / partition_size();
     const at::Tensor z = at::logsumexp(logits, -1).square().mean() * share;
     r.z_loss = z.detach() / share;
     logits = AttachAuxLoss::apply(logits, z, ctx.moe_aux_loss_scale);
@@ -167,16 +178,17 @@ Routing Router::route(const at::Tensor& x, std::int64_t seq_length, const Forwar
     at::Tensor scores = moe_.score_function == RouterScore::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
     if (moe_.score_function == RouterScore::kSigmoid && k > 1) scores = scores / (scores.sum(-1, true) + 1e-20);
     at::Tensor loss;
-    // Under sequence parallelism each TP rank's loss is its part of the whole sequence's: its own
-    // scores against the counts of all (summed over TP, these parts are the loss).
-    const std::int64_t tp = sequence_parallel_ ? parallel::tp_size(pc_) : 1;
+    // Under sequence or context parallelism each rank's loss is its part of the whole sequence's:
+    // its own scores against the counts of all (summed over the partition, these parts are the
+    // loss).
+    const std::int64_t parts = partition_size();
     if (moe_.load_balancing == LoadBalancing::kAuxLoss) {  // switch_load_balancing_loss_func
-      const double n = static_cast<double>(tokens * tp);
-      loss = (scores.sum(0) * counted_over_tp(r.tokens_per_expert).to(at::kFloat)).sum() *
+      const double n = static_cast<double>(tokens * parts);
+      loss = (scores.sum(0) * counted_over_partition(r.tokens_per_expert).to(at::kFloat)).sum() *
              (coeff * static_cast<double>(experts) / (static_cast<double>(k) * n * n));
     } else {  // sequence_load_balancing_loss_func: per sequence, then the mean over the batch
-      const std::int64_t batch = tokens / seq_length, whole = seq_length * tp;
-      const at::Tensor all_scores = sequence_parallel_ ? parallel::gather_from_sequence_parallel_region(scores, pc_) : scores;
+      const std::int64_t batch = tokens / seq_length, whole = seq_length * parts;
+      const at::Tensor all_scores = gathered_over_partition(scores);
       const at::Tensor per_seq = selected.view({seq_length, batch, experts}).sum(0).to(at::kFloat) /
                                  (static_cast<double>(whole * k) / static_cast<double>(experts));
       loss = (per_seq * all_scores.view({whole, batch, experts}).mean(0)).sum(-1).mean() * coeff;

@@ -35,9 +35,6 @@ void Resolver::moe() {
         "sequence parallelism.");
   unsupported(*p.expert_tensor_parallel_size != tp,
               "--expert-tensor-parallel-size " + num(std::int64_t{*p.expert_tensor_parallel_size}));
-  unsupported(p.context_parallel_size > 1, "--num-experts with --context-parallel-size " +
-                                               num(std::int64_t{p.context_parallel_size}),
-              "the load-balancing loss is not reduced over the context-parallel group yet");
   unsupported(e.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
   unsupported(e.moe_input_jitter_eps.has_value(), "--moe-input-jitter-eps");
   unsupported(e.moe_per_layer_logging, "--moe-per-layer-logging");

@@ -19,9 +19,10 @@ std::pair<at::Tensor, double> StepRunner::run_microbatches(BatchReader* reader, 
   const int microbatches = settings_.num_microbatches;
   const double loss_scale = training ? model_.optimizer->loss_scale() : 1.0;
   // The MoE auxiliary losses enter the backward as the main loss does: times the loss scale, over
-  // the micro-batches (Megatron's MoEAuxLossAutoScaler scale).
+  // the micro-batches, and times CP, since the gradient average over DP x CP divides the CP ranks'
+  // parts by CP (Megatron-LM's MoEAuxLossAutoScaler scale since its fix; core_v0.12 left out CP).
   moe_losses_ = {};
-  ctx.moe_aux_loss_scale = loss_scale / microbatches;
+  ctx.moe_aux_loss_scale = loss_scale * pc_.state->cp() / microbatches;
   ctx.moe_losses = &moe_losses_;
   std::vector<MicroBatch> batches;
   if (settings_.reads_data) {

@@ -4,7 +4,8 @@
 #   1. One process prints Megatron's iteration line with the auxiliary losses after the lm loss
 #      (z_loss, then load_balancing_loss), near 1 for the balanced start as Megatron's loss is.
 #   2. EP2 x DP2 with the distributed optimizer (alltoall dispatcher), EP4 (alltoall), PP2,
-#      EP2 x PP2, TP2 + SP (the experts split over TP), EP2 x TP2 + SP with seq_aux_loss (alltoall) and
+#      EP2 x PP2, TP2 + SP (the experts split over TP), CP2 x EP2 x TP2 + SP with seq_aux_loss
+#      (alltoall) and
 #      EP2 x TP2 x PP2 + SP with the distributed optimizer give the single process's lm loss,
 #      z_loss and load_balancing_loss at every iteration (within 1e-5).
 #   3. Checkpoints of iteration 6 resume with the same losses: PP2 in one process, EP2 x DP2 in its
@@ -82,12 +83,13 @@ assert_succeeds mpi 2 "${base[@]}" "${moe[@]}" \
   --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256
 compare_all "$WORK/single.txt" "$WORK/out.txt" "TP2 + SP"
 
-step "seq_aux_loss: one process, and EP2 x TP2 + SP with the alltoall dispatcher (each TP rank's part of every sequence)"
+step "seq_aux_loss: one process, and CP2 x EP2 x TP2 + SP with the alltoall dispatcher (each rank's part of every sequence)"
 assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss
 cp "$WORK/out.txt" "$WORK/single_seq.txt"
-assert_succeeds mpi 4 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss "${ep[@]}" 2 \
-  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256 --moe-token-dispatcher-type alltoall
-compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at EP2 x TP2 + SP alltoall"
+assert_succeeds mpi 8 "${base[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss "${ep[@]}" 2 \
+  --tensor-model-parallel-size 2 --sequence-parallel --make-vocab-size-divisible-by 256 --moe-token-dispatcher-type alltoall \
+  --context-parallel-size 2
+compare_all "$WORK/single_seq.txt" "$WORK/out.txt" "seq_aux_loss at CP2 x EP2 x TP2 + SP alltoall"
 
 step "EP2 x TP2 x PP2 with sequence parallelism and the distributed optimizer, saving at iteration 6"
 assert_succeeds mpi 8 "${base[@]}" "${moe[@]}" "${ep[@]}" 2 --tensor-model-parallel-size 2 --sequence-parallel \

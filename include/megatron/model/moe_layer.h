@@ -43,7 +43,7 @@ struct Routing {
 class Router {
  public:
   // sequence_parallel: the input is this TP rank's share of the tokens (the weight's gradient is
-  // summed over TP, and the losses count tokens over TP).
+  // summed over TP, and the losses count tokens over TP); likewise over CP.
   Router(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
          bool sequence_parallel, const at::TensorOptions& options);
   // x [T, h]: the routing; attaches the auxiliary losses (training only) to the graph.
@@ -58,12 +58,18 @@ class Router {
  private:
   at::Tensor select(const at::Tensor& logits, at::Tensor& probs, at::Tensor& indices) const;
 
-  // Token counts per expert over the tokens of the TP group (in place; no gradient).
-  at::Tensor counted_over_tp(const at::Tensor& counts) const;
+  // The ranks holding parts of the same sequences (Megatron's tp_cp group: TP under sequence
+  // parallelism, times CP), which the losses count tokens over.
+  int partition_size() const;
+  // Token counts per expert over the partition's tokens (no gradient).
+  at::Tensor counted_over_partition(const at::Tensor& counts) const;
+  // x [n, ...] of every rank of the partition, concatenated along dim 0 (differentiable).
+  at::Tensor gathered_over_partition(const at::Tensor& x) const;
 
   MoeConfig moe_;
   const parallel::ParallelContext& pc_;
   bool sequence_parallel_;
+  parallel::ParallelContext cp_region_;  // pc_ with CP as its TP group: the gathers over CP
   at::Tensor weight_;       // [E, h]
   at::Tensor expert_bias_;  // [E] fp32 buffer (defined with expert bias)
   at::Tensor local_tokens_; // [E] fp32

@@ -42,7 +42,9 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
       if (bad) problems.push_back(what);
     };
     refuse(!(rope && rms && c.swiglu), "--num-experts without rope + RMSNorm + --swiglu: Mixtral is Llama's layer with experts");
-    refuse(m.layer_freq != 1, "--moe-layer-freq " + std::to_string(m.layer_freq) + ": every Mixtral layer is an MoE layer");
+    refuse(m.num_moe_layers(c.num_layers) != c.num_layers,
+           "--moe-layer-freq " + model::moe_layer_freq_text({m.layer_freq, m.layer_pattern}) +
+               ": every Mixtral layer is an MoE layer");
     refuse(m.shared_expert_intermediate_size > 0, "--moe-shared-expert-intermediate-size: Mixtral has no shared expert");
     refuse(m.score_function != model::RouterScore::kSoftmax || m.router_pre_softmax,
            "the router: Mixtral takes the softmax of the top-k logits (no --moe-router-pre-softmax, no sigmoid)");

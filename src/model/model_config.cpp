@@ -33,7 +33,7 @@ std::vector<std::string> ModelConfig::validate() const {
   need(attention_dropout >= 0 && attention_dropout < 1, "--attention-dropout must be in [0, 1)");
   need(hidden_dropout >= 0 && hidden_dropout < 1, "--hidden-dropout must be in [0, 1)");
   if (moe.enabled()) {
-    const std::vector<std::string> more = moe.validate();
+    const std::vector<std::string> more = moe.validate(num_layers);
     problems.insert(problems.end(), more.begin(), more.end());
   }
   return problems;
@@ -78,6 +78,20 @@ class Reader {
     const bool ok = std::is_same_v<T, bool> ? v.is_boolean() : std::is_floating_point_v<T> ? v.is_number() : v.is_number_integer();
     MEGATRON_CHECK(ok, "model configuration: '", key, "' is ", v.dump(), ", not ", std::is_same_v<T, bool> ? "true or false" : "a number");
     field = v.get<T>();
+  }
+  // An integer, or the list of 0s and 1s (Megatron's two forms of --moe-layer-freq).
+  void layer_freq(const char* key, int& every, std::vector<int>& pattern) {
+    if (!j_.contains(key)) return;
+    const json& v = j_.at(key);
+    if (v.is_array()) {
+      pattern.clear();
+      for (const json& x : v) {
+        MEGATRON_CHECK(x.is_number_integer(), "model configuration: '", key, "' is ", v.dump(), ", not a list of 0 and 1");
+        pattern.push_back(x.get<int>());
+      }
+      return;
+    }
+    (*this)(key, every);
   }
   template <typename E>
   void choice(const char* key, E& field) {
@@ -128,7 +142,7 @@ void visit_fields(Config& c, F& f) {
   f.choice("recompute_method", c.recompute_method);
   f("recompute_num_layers", c.recompute_num_layers);
   f("num_experts", c.moe.num_experts);
-  f("moe_layer_freq", c.moe.layer_freq);
+  f.layer_freq("moe_layer_freq", c.moe.layer_freq, c.moe.layer_pattern);
   f("moe_ffn_hidden_size", c.moe.ffn_hidden_size);
   f("moe_shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size);
   f("moe_router_topk", c.moe.router_topk);
@@ -157,6 +171,9 @@ class Writer {
   template <typename E>
   void choice(const char* key, const E& field) {
     j[key] = enum_json(field);
+  }
+  void layer_freq(const char* key, int every, const std::vector<int>& pattern) {
+    j[key] = pattern.empty() ? json(every) : json(pattern);
   }
   json j = json::object();
 };

@@ -114,7 +114,7 @@ void for_each_field(A& a, F&& f) {
 
   auto& e = a.moe;
   f(FieldSpec{"num_experts", "--num-experts", K::kValue, "Experts per MoE layer (mixture of experts)."}, e.num_experts);
-  f(FieldSpec{"moe_layer_freq", "--moe-layer-freq", K::kValue, "Layer i (0-based) is an MoE layer when i % freq == 0."}, e.moe_layer_freq);
+  f(FieldSpec{"moe_layer_freq", "--moe-layer-freq", K::kValue, "An integer N: layer i (0-based) is an MoE layer when i % N == 0; or a list expression of 0 (dense) and 1 (MoE) per layer, e.g. \"([0]*3+[1]*29)\"."}, e.moe_layer_freq);
   f(FieldSpec{"moe_ffn_hidden_size", "--moe-ffn-hidden-size", K::kValue, "Each expert's MLP size; default --ffn-hidden-size."}, e.moe_ffn_hidden_size);
   f(FieldSpec{"moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size", K::kValue, "MLP size of the shared expert every token also passes (none by default)."}, e.moe_shared_expert_intermediate_size);
   f(FieldSpec{"moe_shared_expert_overlap", "--moe-shared-expert-overlap", K::kStoreTrue, "Overlap the shared expert with the token dispatch."}, e.moe_shared_expert_overlap);

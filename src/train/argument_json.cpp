@@ -45,6 +45,10 @@ json to_value(const std::optional<T>& v) {
 // Reads one JSON value into a field; returns a description of what was expected on a mismatch.
 struct Reader {
   std::string read(const json& j, std::string& field) {
+    if (j.is_number_integer()) {  // saved before the flag took text (--moe-layer-freq)
+      field = std::to_string(j.get<std::int64_t>());
+      return "";
+    }
     if (!j.is_string()) return "a string";
     field = j.get<std::string>();
     return "";

@@ -20,6 +20,12 @@ void Resolver::moe() {
   const int experts = *e.num_experts, ep = p.expert_model_parallel_size;
   check(experts % ep == 0, "Number of experts should be a multiple of expert model parallel_size.");
   if (!e.moe_ffn_hidden_size) e.moe_ffn_hidden_size = a_.model.ffn_hidden_size;
+  try {
+    e.moe_layer_freq = model::moe_layer_freq_text(model::parse_moe_layer_freq(e.moe_layer_freq));
+  } catch (const std::exception& error) {
+    problem(error.what());
+    return;
+  }
   if (e.moe_expert_capacity_factor && *e.moe_expert_capacity_factor < 0) e.moe_expert_capacity_factor.reset();
   check(!e.moe_shared_expert_overlap || e.moe_token_dispatcher_type == "alltoall",
         "moe_shared_expert_overlap only works with alltoall token dispatcher.");
@@ -29,7 +35,7 @@ void Resolver::moe() {
   check(!e.moe_shared_expert_intermediate_size || !a_.model.add_bias_linear,
         "bias is not supported in the shared experts, please set '--disable-bias-linear' instead.");
   const model::MoeConfig config = moe_config(a_);
-  for (const std::string& message : config.validate()) problem(message);
+  for (const std::string& message : config.validate(a_.model.num_layers)) problem(message);
   check(tp == 1 || p.sequence_parallel,
         "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
         "sequence parallelism.");
@@ -51,7 +57,9 @@ model::MoeConfig moe_config(const Arguments& args) {
   model::MoeConfig c;
   if (!e.num_experts) return c;
   c.num_experts = *e.num_experts;
-  c.layer_freq = e.moe_layer_freq;
+  const model::MoeLayerFreq freq = model::parse_moe_layer_freq(e.moe_layer_freq);
+  c.layer_freq = freq.every;
+  c.layer_pattern = freq.pattern;
   c.ffn_hidden_size = e.moe_ffn_hidden_size.value_or(0);
   c.shared_expert_intermediate_size = e.moe_shared_expert_intermediate_size.value_or(0);
   c.router_topk = e.moe_router_topk;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "megatron/core/enum_names.h"
@@ -41,9 +42,10 @@ inline std::span<const EnumName<TokenDispatcher>> enum_names(TokenDispatcher) { 
 
 struct MoeConfig {
   int num_experts = 0;  // 0: a dense model (Megatron's None)
-  // Layer i (0-based) is an MoE layer when i % layer_freq == 0 (Megatron's integer --moe-layer-freq;
-  // its list form is not built yet).
+  // Layer i (0-based) is an MoE layer when i % layer_freq == 0 (Megatron's integer --moe-layer-freq),
+  // or, when layer_pattern is given (its list form), when layer_pattern[i] is 1 (0: dense).
   int layer_freq = 1;
+  std::vector<int> layer_pattern;
   int ffn_hidden_size = 0;                // --moe-ffn-hidden-size; 0: --ffn-hidden-size
   int shared_expert_intermediate_size = 0;  // 0: no shared expert
   int router_topk = 2;
@@ -67,12 +69,26 @@ struct MoeConfig {
   bool is_moe_layer(int layer) const;
   // The MoE layers among layers [0, num_layers).
   int num_moe_layers(int num_layers) const;
-  // Every inconsistency, with Megatron's messages where it has one.
-  std::vector<std::string> validate() const;
+  // Every inconsistency, with Megatron's messages where it has one (`num_layers`: the model's, for
+  // the layer pattern's length).
+  std::vector<std::string> validate(int num_layers = 0) const;
   // The experts' ffn size: ffn_hidden_size, or the model's.
   int expert_ffn_hidden_size(int model_ffn_hidden_size) const {
     return ffn_hidden_size > 0 ? ffn_hidden_size : model_ffn_hidden_size;
   }
 };
+
+// --moe-layer-freq's text as Megatron's moe_freq_type reads it: an integer N (one MoE layer every N
+// layers), or a Python list expression of 0s and 1s, one per layer, made of list literals, `+`
+// (concatenation), `*` by an integer (repetition) and parentheses: "([0]*3+[1]*29)" (Megatron
+// evaluates it with Python's eval; this reads exactly that grammar). Throws megatron::Error
+// naming the flag and the position of what it cannot read.
+struct MoeLayerFreq {
+  int every = 1;             // the integer form
+  std::vector<int> pattern;  // the list form (then `every` is unused)
+};
+MoeLayerFreq parse_moe_layer_freq(std::string_view text);
+// The value as Megatron's argument dump prints it: "2", or "[1, 0, 1, 0]".
+std::string moe_layer_freq_text(const MoeLayerFreq& freq);
 
 }  // namespace megatron::model

@@ -78,7 +78,9 @@ struct ModelArgs {
 // Mixture of experts (Megatron's _add_moe_args; --expert-model-parallel-size is in ParallelArgs).
 struct MoeArgs {
   std::optional<int> num_experts;                    // None: a dense model
-  int moe_layer_freq = 1;                            // layer i is MoE when i % freq == 0
+  // An integer N (layer i is MoE when i % N == 0) or a list expression ("([0]*3+[1]*29)");
+  // resolved: the integer, or the list as Megatron prints it ("[0, 0, 0, 1, ...]").
+  std::string moe_layer_freq = "1";
   std::optional<int> moe_ffn_hidden_size;            // resolved: --ffn-hidden-size
   std::optional<int> moe_shared_expert_intermediate_size;
   bool moe_shared_expert_overlap = false;

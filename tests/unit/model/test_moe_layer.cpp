@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "megatron/core/check.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/model/moe_layer.h"
 #include "megatron/parallel/single_process_context.h"
@@ -347,6 +348,45 @@ TEST(MoeConfig, RefusesWhatMegatronRefuses) {
   EXPECT_EQ(back.moe.num_experts, 4);
   EXPECT_EQ(back.moe.layer_freq, 2);
   EXPECT_EQ(every_other.to_json().at("moe_router_load_balancing_type"), "aux_loss");
+}
+
+// Megatron's moe_freq_type evaluates the list form with Python: the expected lists are what
+// Python gives for its documented examples and a few more.
+TEST(MoeConfig, LayerFreqListExpressionsAsPythonEvaluatesThem) {
+  using V = std::vector<int>;
+  EXPECT_EQ(parse_moe_layer_freq("([1]*3+[0]*1)*3").pattern, (V{1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0}));
+  EXPECT_EQ(parse_moe_layer_freq("([0]+[1]*23)").pattern.size(), 24u);
+  EXPECT_EQ(parse_moe_layer_freq("([0]+[1]*23)").pattern[0], 0);
+  EXPECT_EQ(parse_moe_layer_freq("([1]*3+[0]*2)*2").pattern, (V{1, 1, 1, 0, 0, 1, 1, 1, 0, 0}));
+  EXPECT_EQ(parse_moe_layer_freq(" 2 * [0, 1, ] ").pattern, (V{0, 1, 0, 1}));
+  EXPECT_EQ(parse_moe_layer_freq("[1,0]*2*2").pattern, (V{1, 0, 1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(parse_moe_layer_freq("[0]*0+[1]").pattern, (V{1}));
+  EXPECT_EQ(parse_moe_layer_freq("3").every, 3);
+  EXPECT_TRUE(parse_moe_layer_freq("3").pattern.empty());
+  EXPECT_EQ(moe_layer_freq_text(parse_moe_layer_freq("([1]*2+[0])")), "[1, 1, 0]");
+  for (const char* bad : {"([1]*3", "[1]*", "[1] - [0]", "two", "[1]+", "1.5"}) {
+    try {
+      parse_moe_layer_freq(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--moe-layer-freq"), std::string::npos) << e.what();
+    }
+  }
+  // A pattern decides per layer; its length must be the model's and its values 0 or 1.
+  ModelConfig c = moe_config(4, 2);
+  c.num_layers = 4;
+  c.moe.layer_pattern = {0, 1, 1, 0};
+  EXPECT_TRUE(c.validate().empty());
+  EXPECT_FALSE(c.moe.is_moe_layer(0));
+  EXPECT_TRUE(c.moe.is_moe_layer(2));
+  EXPECT_EQ(c.moe.num_moe_layers(4), 2);
+  const ModelConfig back = ModelConfig::from_json(c.to_json());
+  EXPECT_EQ(back.moe.layer_pattern, (V{0, 1, 1, 0}));
+  EXPECT_EQ(c.to_json().at("moe_layer_freq"), nlohmann::json::parse("[0, 1, 1, 0]"));
+  c.moe.layer_pattern = {0, 1, 1};
+  EXPECT_EQ(c.validate().at(0), "Invalid length of moe_layer_pattern: 3, expected 4, current moe layer pattern: [0, 1, 1]");
+  c.moe.layer_pattern = {0, 1, 2, 1};
+  EXPECT_NE(c.validate().at(0).find("Invalid layer pattern: [0, 1, 2, 1]"), std::string::npos);
 }
 
 }  // namespace

@@ -302,8 +302,8 @@ TEST(Arguments, MegatronsParallelRules) {
   expect_contains(messages.at(3), {"accumulate and all-reduce gradients in fp32 for bfloat16 data type."});
 }
 
-// The mixture-of-experts flags: Megatron's defaults and derived values, its checks with its
-// messages, and what this build does not run yet refused by name.
+// The mixture-of-experts flags: Megatron's defaults and derived values (--moe-layer-freq's list
+// form too), its checks with its messages, and what this build does not run yet refused by name.
 TEST(Arguments, MixtureOfExperts) {
   const Args moe = with(base(), {"--num-experts", "8", "--disable-bias-linear", "--ffn-hidden-size", "96"});
   const Arguments a = parse_arguments(moe);
@@ -340,8 +340,15 @@ TEST(Arguments, MixtureOfExperts) {
   }
   expect_contains(problem_of(with(moe, {"--num-experts", "6", "--expert-model-parallel-size", "4"}), world(4)),
                   {"Number of experts should be a multiple of expert model parallel_size."});
-  expect_contains(problem_of(with(moe, {"--expert-model-parallel-size", "2"}), world(2)),
-                  {"--expert-model-parallel-size 2 is not supported by this build yet"});
+  const Arguments ep = parse_arguments(with(moe, {"--expert-model-parallel-size", "2"}), world(2));
+  EXPECT_EQ(ep.parallel.expert_model_parallel_size, 2);
+  // --moe-layer-freq's list form, resolved to the list Megatron prints.
+  const Arguments listed = parse_arguments(with(moe, {"--num-layers", "4", "--moe-layer-freq", "([0]+[1]*3)"}));
+  EXPECT_EQ(listed.moe.moe_layer_freq, "[0, 1, 1, 1]");
+  EXPECT_EQ(moe_config(listed).layer_pattern, (std::vector<int>{0, 1, 1, 1}));
+  expect_contains(problem_of(with(moe, {"--num-layers", "4", "--moe-layer-freq", "[1,0]"})),
+                  {"Invalid length of moe_layer_pattern: 2, expected 4"});
+  expect_contains(problem_of(with(moe, {"--moe-layer-freq", "[1,0"})), {"--moe-layer-freq '[1,0': ']' expected"});
   expect_contains(problem_of(with(moe, {"--tensor-model-parallel-size", "2"}), world(2)),
                   {"MoE and tensor parallelism are enabled without also enabling sequence parallelism"});
   EXPECT_EQ(parse_arguments(with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel"}), world(2))

@@ -189,10 +189,10 @@ std::vector<parallel::TensorParallelLayout> GptModel::checkpoint_layouts() const
   return out;
 }
 
-std::vector<const Router*> GptModel::routers() const {
-  std::vector<const Router*> out;
+std::vector<const MoeLayer*> GptModel::moe_layers() const {
+  std::vector<const MoeLayer*> out;
   for (const TransformerLayer& layer : layers_) {
-    if (const Router* r = layer.router()) out.push_back(r);
+    if (const MoeLayer* moe = layer.moe()) out.push_back(moe);
   }
   return out;
 }

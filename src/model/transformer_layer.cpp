@@ -145,8 +145,6 @@ at::Tensor TransformerLayer::forward_cached(const at::Tensor& x, at::Tensor& key
   return h + (mlp_bias.defined() ? mlp + mlp_bias : mlp);
 }
 
-const Router* TransformerLayer::router() const { return moe_ ? &moe_->router() : nullptr; }
-
 void TransformerLayer::collect(const std::string& prefix, ParameterList& out) const {
   input_layernorm_.collect(prefix + kInputNorm, out);
   self_attention_.collect(prefix + kAttention, out);

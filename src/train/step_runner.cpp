@@ -108,7 +108,7 @@ StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double
   parallel::allreduce_shared_embedding_grads(*model_.ddp);
   std::vector<const model::Router*> routers;
   for (const model::GptModel* chunk : model_.chunks) {
-    for (const model::Router* r : chunk->routers()) routers.push_back(r);
+    for (const model::MoeLayer* moe : chunk->moe_layers()) routers.push_back(&moe->router());
   }
   model::update_expert_biases(routers, pc_);
   StepReport report;

@@ -77,8 +77,8 @@ class GptModel {
   // routers' expert biases), with their layouts (buffers replicated).
   NamedTensors checkpoint_tensors() const;
   std::vector<parallel::TensorParallelLayout> checkpoint_layouts() const;
-  // The routers of the MoE layers, in layer order (none for a dense model).
-  std::vector<const Router*> routers() const;
+  // The MoE layers, in layer order (none for a dense model).
+  std::vector<const MoeLayer*> moe_layers() const;
   const ModelConfig& config() const { return config_; }
   bool pre_process() const { return pre_process_; }
   bool post_process() const { return post_process_; }

@@ -134,7 +134,6 @@ class Mlp {
 bool uses_sdpa(AttentionBackend backend, const at::Device& device);
 
 class MoeLayer;
-class Router;
 
 class TransformerLayer {
  public:
@@ -148,8 +147,8 @@ class TransformerLayer {
   // The same layer over new tokens with this layer's key/value cache (SelfAttention::forward_cached).
   at::Tensor forward_cached(const at::Tensor& x, at::Tensor& keys, at::Tensor& values) const;
   void collect(const std::string& prefix, ParameterList& out) const;
-  // The MoE layer's router; null for a dense layer.
-  const Router* router() const;
+  // The MoE layer; null for a dense layer.
+  const MoeLayer* moe() const { return moe_.get(); }
 
  private:
   double hidden_dropout_;

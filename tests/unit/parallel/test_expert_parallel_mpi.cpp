@@ -178,10 +178,10 @@ INSTANTIATE_TEST_SUITE_P(Dispatchers, ExpertParallelMoe,
                                            Layout{model::TokenDispatcher::kAllToAll, 1},
                                            Layout{model::TokenDispatcher::kAllGather, 2},
                                            Layout{model::TokenDispatcher::kAllToAll, 2}),
-                         [](const auto& info) {
-                           return std::string(info.param.dispatcher == model::TokenDispatcher::kAllGather ? "AllGather"
-                                                                                                         : "AllToAll") +
-                                  "Tp" + std::to_string(info.param.tp);
+                         [](const auto& param_info) {
+                           const Layout& l = param_info.param;
+                           return std::string(l.dispatcher == model::TokenDispatcher::kAllGather ? "AllGather" : "AllToAll") +
+                                  "Tp" + std::to_string(l.tp);
                          });
 
 }  // namespace

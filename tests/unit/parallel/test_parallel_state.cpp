@@ -68,8 +68,8 @@ TEST(ParallelState, ExpertGridMatchesMegatronsExpertRankGenerator) {
   EXPECT_EQ(r5.expert_model_parallel_group(), (std::vector<int>{0, 1, 4, 5}));
   EXPECT_EQ(r5.ep_rank(), 1);
   EXPECT_EQ(r5.expert_dp_rank(), 0);
-  EXPECT_EQ(r5.checkpoint_shard_name(), "mp_rank_00_001");
-  EXPECT_EQ(ParallelState::checkpoint_shard_name(0, 1, 2, r5.ep_rank(), r5.ep()), "mp_rank_00_001_001");
+  EXPECT_EQ(r5.checkpoint_shard_name(), "mp_rank_00_001_001");  // stage 1, EP rank 1 (Megatron's suffix)
+  EXPECT_EQ(ParallelState::checkpoint_shard_name(0, 1, 2), "mp_rank_00_001");
   EXPECT_EQ(ParallelState::checkpoint_shard_name(1, 0, 1, 3, 4), "mp_rank_01_003");
   EXPECT_EQ(r5.expert_parallel_seed(1234), 1334u + 1024u + 100u);
   // TP 2 with ETP 1, EP 2 on 4 ranks: EP [0,1] [2,3], EDP [0,2] [1,3].

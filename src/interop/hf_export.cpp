@@ -36,6 +36,7 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   const bool rope = c.position_embedding == model::PositionEmbedding::kRope;
   const bool rms = c.normalization == model::Normalization::kRmsNorm;
   std::vector<std::string> problems;
+  if (c.qk_layernorm) problems.push_back("--qk-layernorm: GPT-2, Llama and Mixtral have no query/key norms");
   if (c.moe.enabled()) {
     const model::MoeConfig& m = c.moe;
     const auto refuse = [&](bool bad, const std::string& what) {

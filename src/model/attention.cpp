@@ -75,6 +75,16 @@ SelfAttention::SelfAttention(const ModelConfig& c, const parallel::ParameterInit
   MEGATRON_CHECK(c.num_query_groups % parallel::tp_size(pc) == 0 && c.num_attention_heads % parallel::tp_size(pc) == 0,
                  "--num-attention-heads (", c.num_attention_heads, ") and --num-query-groups (", c.num_query_groups,
                  ") must be divisible by --tensor-model-parallel-size (", parallel::tp_size(pc), ")");
+  if (c.qk_layernorm) {
+    q_layernorm_.emplace(c, parallel::tp_size(pc) > 1, options.tensor_options, c.kv_channels);
+    k_layernorm_.emplace(c, parallel::tp_size(pc) > 1, options.tensor_options, c.kv_channels);
+  }
+}
+
+void SelfAttention::normalize_qk(at::Tensor& q, at::Tensor& k) const {
+  if (!q_layernorm_) return;
+  q = q_layernorm_->forward(q.contiguous());
+  k = k_layernorm_->forward(k.contiguous());
 }
 
 at::Tensor SelfAttention::apply_rotary(const at::Tensor& t, const at::Tensor& freqs) const {
@@ -140,6 +150,7 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward(const at::Tensor& x, co
     at::Tensor q = parts[0].reshape({s, b, np, hn});
     at::Tensor k = parts[1];  // [s, b, ng, hn]
     at::Tensor v = parts[2];
+    normalize_qk(q, k);
     const parallel::ParallelContext* cp = context_parallel_;
     if (config_.position_embedding == PositionEmbedding::kRope) {
       at::Tensor freqs;
@@ -183,6 +194,7 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
   const auto parts = qkv.view({s, b, ng, (per_group + 2) * hn}).split_with_sizes({per_group * hn, hn, hn}, -1);
   at::Tensor q = parts[0].reshape({s, b, np, hn});
   at::Tensor k = parts[1].contiguous();
+  normalize_qk(q, k);
   if (config_.position_embedding == PositionEmbedding::kRope) {
     // The angles of positions [past, past + s).
     const at::Tensor freqs = kernels::rope_freqs(past + s, config_.rotary_dim(), config_.rotary_base,
@@ -220,6 +232,10 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
 void SelfAttention::collect(const std::string& prefix, ParameterList& out) const {
   linear_proj_.collect(prefix + kProj, out);
   linear_qkv_.collect(prefix + kQkv, out);
+  if (q_layernorm_) {
+    q_layernorm_->collect(prefix + "q_layernorm.", out);
+    k_layernorm_->collect(prefix + "k_layernorm.", out);
+  }
 }
 
 }  // namespace megatron::model

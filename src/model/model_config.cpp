@@ -127,6 +127,7 @@ void visit_fields(Config& c, F& f) {
   f.choice("normalization", c.normalization);
   f("norm_epsilon", c.norm_epsilon);
   f("swiglu", c.swiglu);
+  f("qk_layernorm", c.qk_layernorm);
   f("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights);
   f("add_bias_linear", c.add_bias_linear);
   f("init_method_std", c.init_method_std);
@@ -182,7 +183,7 @@ class Writer {
 constexpr const char* kShapeKeys[] = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                                       "num_query_groups", "kv_channels", "max_position_embeddings",
                                       "position_embedding_type", "rotary_percent", "normalization", "swiglu",
-                                      "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size",
+                                      "untie_embeddings_and_output_weights", "add_bias_linear", "padded_vocab_size", "qk_layernorm",
                                       "num_experts", "moe_layer_freq", "moe_ffn_hidden_size",
                                       "moe_shared_expert_intermediate_size"};
 
@@ -247,6 +248,7 @@ std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first
   const std::int64_t fc1_out = (swiglu ? 2 * std::int64_t{ffn_hidden_size} : ffn_hidden_size) / tp;
   const std::int64_t ffn = ffn_hidden_size / tp;
   std::int64_t layer = add(add(norm, mul(qkv, add(h, bias))), add(mul(q, h), bias * h));        // attention
+  if (qk_layernorm) layer = add(layer, 2 * (norm / h) * kv_channels);  // the q and k norms, replicated
   const std::int64_t dense_mlp = add(add(norm, mul(fc1_out, add(h, bias))), add(mul(ffn, h), bias * h));
   std::int64_t total = mul(layers, add(layer, dense_mlp));
   if (moe.enabled()) {  // MoE layers: the router, the experts, the shared expert, in place of the MLP

@@ -20,10 +20,11 @@ at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at:
   return x * mask;
 }
 
-Norm::Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options)
+Norm::Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options, std::int64_t size)
     : kind_(config.normalization), eps_(config.norm_epsilon), sequence_parallel_(sequence_parallel) {
-  weight_ = at::ones({config.hidden_size}, options).set_requires_grad(true);
-  if (kind_ == Normalization::kLayerNorm) bias_ = at::zeros({config.hidden_size}, options).set_requires_grad(true);
+  const std::int64_t n = size > 0 ? size : config.hidden_size;
+  weight_ = at::ones({n}, options).set_requires_grad(true);
+  if (kind_ == Normalization::kLayerNorm) bias_ = at::zeros({n}, options).set_requires_grad(true);
 }
 
 at::Tensor Norm::forward(const at::Tensor& x) const {

@@ -92,6 +92,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"normalization", "--normalization", K::kValue, "LayerNorm or RMSNorm."}, m.normalization);
   f(FieldSpec{"norm_epsilon", "--norm-epsilon", K::kValue, "Epsilon of LayerNorm and RMSNorm."}, m.norm_epsilon);
   f(FieldSpec{"swiglu", "--swiglu", K::kStoreTrue, "SiLU-gated MLP instead of GeLU."}, m.swiglu);
+  f(FieldSpec{"qk_layernorm", "--qk-layernorm", K::kStoreTrue, "Normalize each head's queries and keys (Qwen3, OLMo 2)."}, m.qk_layernorm);
   f(FieldSpec{"untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights", K::kStoreTrue, "Separate output layer weights."}, m.untie_embeddings_and_output_weights);
   f(FieldSpec{"add_bias_linear", "--disable-bias-linear", K::kStoreFalse, "No biases in the linear layers."}, m.add_bias_linear);
   f(FieldSpec{"add_qkv_bias", "--add-qkv-bias", K::kStoreTrue, "Bias in the QKV layer only (with --disable-bias-linear)."}, m.add_qkv_bias);

@@ -20,7 +20,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--use-rope-scaling", K::kStoreTrue, "Llama-3 rope scaling is not implemented yet"},
     {"--rope-scaling-factor", K::kValue, "Llama-3 rope scaling is not implemented yet"},
     {"--apply-layernorm-1p", K::kStoreTrue, "zero-centred LayerNorm gamma is not implemented yet"},
-    {"--qk-layernorm", K::kStoreTrue, "QK layernorm is not implemented yet"},
     {"--squared-relu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
     {"--quick-geglu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
     {"--openai-gelu", K::kStoreTrue, "only the exact GeLU is implemented"},

@@ -28,6 +28,7 @@ model::ModelConfig model_config(const Arguments& args) {
   c.normalization = m.normalization;
   c.norm_epsilon = m.norm_epsilon;
   c.swiglu = m.swiglu;
+  c.qk_layernorm = m.qk_layernorm;
   c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
   c.add_bias_linear = m.add_bias_linear;
   c.init_method_std = m.init_method_std;

@@ -64,6 +64,8 @@ struct ModelConfig {
   Normalization normalization = Normalization::kLayerNorm;
   double norm_epsilon = 1e-5;
   bool swiglu = false;
+  // --qk-layernorm: the queries and keys normalized per head (over kv_channels) before RoPE.
+  bool qk_layernorm = false;
   bool untie_embeddings_and_output_weights = false;
   bool add_bias_linear = true;
   double init_method_std = 0.02;

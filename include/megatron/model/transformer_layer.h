@@ -64,7 +64,8 @@ at::Tensor dropout(const at::Tensor& x, double p, const ForwardContext& ctx, at:
 // their layouts under sequence parallelism, where each rank sees only its tokens).
 class Norm {
  public:
-  Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options);
+  // Over the last `size` channels (0: --hidden-size).
+  Norm(const ModelConfig& config, bool sequence_parallel, const at::TensorOptions& options, std::int64_t size = 0);
   at::Tensor forward(const at::Tensor& x) const;
   // (norm(x + residual), x + residual) in one fused op.
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& residual) const;
@@ -114,6 +115,12 @@ class SelfAttention {
   const parallel::ParallelContext* context_parallel_ = nullptr;
   parallel::ColumnParallelLinear linear_qkv_;
   parallel::RowParallelLinear linear_proj_;
+  // --qk-layernorm: each head's queries and keys normalized over kv_channels before RoPE. The
+  // weights are replicated over TP but each rank's gradient comes from its own heads: summed over
+  // TP as a sequence-parallel norm's (Megatron's finalize_model_grads does so for q/k_layernorm).
+  std::optional<Norm> q_layernorm_, k_layernorm_;
+  // q [s, b, np, hn] and k [s, b, ng, hn] through the norms, when there are any.
+  void normalize_qk(at::Tensor& q, at::Tensor& k) const;
 };
 
 class Mlp {

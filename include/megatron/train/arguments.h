@@ -51,6 +51,7 @@ struct ModelArgs {
   Normalization normalization = Normalization::kLayerNorm;
   double norm_epsilon = 1e-5;
   bool swiglu = false;
+  bool qk_layernorm = false;  // --qk-layernorm
   bool untie_embeddings_and_output_weights = false;
   bool add_bias_linear = true;        // --disable-bias-linear clears it
   bool add_qkv_bias = false;          // --add-qkv-bias; resolved: true whenever add_bias_linear

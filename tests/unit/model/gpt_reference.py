@@ -64,6 +64,9 @@ def attention(cfg, p, pre, x):
     q = proj(q_rows).reshape(s, bsz, heads, hn).permute(1, 2, 0, 3)
     k = proj(k_rows).reshape(s, bsz, groups, hn).permute(1, 2, 0, 3)
     v = proj(v_rows).reshape(s, bsz, groups, hn).permute(1, 2, 0, 3)
+    if cfg.get("qk_layernorm"):  # per head, over hn, before the rotation
+        q = norm(cfg, q, p[pre + "q_layernorm.weight"], p.get(pre + "q_layernorm.bias"))
+        k = norm(cfg, k, p[pre + "k_layernorm.weight"], p.get(pre + "k_layernorm.bias"))
     if cfg["position_embedding_type"] == "rope":
         q, k = rope(cfg, q), rope(cfg, k)
     k = torch.stack([k[:, i // per] for i in range(heads)], dim=1)

@@ -6,8 +6,9 @@
 // records every layer's top-k selections per expert (before any dropping) and reports the load
 // imbalance, the busiest expert's tokens over the mean (1 is perfect balance, 8 is everything on
 // one expert), and the idlest expert's, averaged over layers and over the steps of each window.
-// Variants: no balancing; --moe-aux-loss-coeff 1e-2 (aux_loss, softmax router, Megatron's
-// default router); a sigmoid router with the aux-loss-free expert bias (rate 1e-3).
+// Variants: no balancing; --moe-aux-loss-coeff 1e-2 and 1e-1 (aux_loss, Megatron's default softmax
+// router); a sigmoid router with the aux-loss-free expert bias at rates 1e-3 (Megatron's default)
+// and 1e-2.
 //   build/tests/benchmarks/bench_moe_balance [steps] [data prefix]
 //   (defaults 300 steps and build/tests/data/corpus_text_document, run from the repository root)
 #include <ATen/ATen.h>
@@ -35,7 +36,7 @@ constexpr std::int64_t kSeq = 128, kBatch = 8;
 struct Variant {
   const char* name;
   double aux_loss_coeff;
-  bool expert_bias;
+  double bias_update_rate;  // > 0: a sigmoid router with the aux-loss-free expert bias
 };
 
 // Every document's tokens one after another.
@@ -71,10 +72,10 @@ model::ModelConfig config_of(const Variant& v) {
   c.moe.router_topk = 2;
   c.moe.ffn_hidden_size = 128;
   c.moe.aux_loss_coeff = v.aux_loss_coeff;
-  if (v.expert_bias) {
+  if (v.bias_update_rate > 0) {
     c.moe.score_function = model::RouterScore::kSigmoid;
     c.moe.router_enable_expert_bias = true;
-    c.moe.router_bias_update_rate = 1e-3;
+    c.moe.router_bias_update_rate = v.bias_update_rate;
   }
   return c;
 }
@@ -83,6 +84,7 @@ model::ModelConfig config_of(const Variant& v) {
 struct Balance {
   std::vector<double> max_over_mean, min_over_mean;
   std::vector<double> loss;
+  double bias_spread = 0.0;  // the expert biases' max - min at the end, mean over layers
 };
 
 Balance train(const Variant& v, const std::vector<std::int64_t>& tokens, int steps) {
@@ -126,6 +128,10 @@ Balance train(const Variant& v, const std::vector<std::int64_t>& tokens, int ste
     out.min_over_mean.push_back(min_ratio / layers);
     out.loss.push_back(loss.item<double>());
   }
+  for (const model::MoeLayer* moe : model.moe_layers()) {
+    const at::Tensor bias = moe->router().expert_bias();
+    if (bias.defined()) out.bias_spread += (bias.max() - bias.min()).item<double>() / c.num_layers;
+  }
   return out;
 }
 
@@ -143,11 +149,13 @@ int main(int argc, char** argv) {
   const std::vector<std::int64_t> tokens = corpus_tokens(prefix);
   std::printf("corpus %s: %zu tokens; %d steps of %lld x %lld tokens; 4 MoE layers, 8 experts, top-2\n",
               prefix.c_str(), tokens.size(), steps, static_cast<long long>(kBatch), static_cast<long long>(kSeq));
-  const Variant variants[] = {{"no balancing", 0.0, false},
-                              {"aux_loss 1e-2", 1e-2, false},
-                              {"expert bias 1e-3 (sigmoid)", 0.0, true}};
+  const Variant variants[] = {{"no balancing", 0.0, 0.0},
+                              {"aux_loss 1e-2", 1e-2, 0.0},
+                              {"aux_loss 1e-1", 1e-1, 0.0},
+                              {"expert bias 1e-3 (sigmoid)", 0.0, 1e-3},
+                              {"expert bias 1e-2 (sigmoid)", 0.0, 1e-2}};
   std::vector<int> ends;
-  for (int e : {1, 10, 50, 100, 200, 300, 500, 1000}) {
+  for (int e : {1, 10, 50, 100, 150, 200, 300, 500, 1000}) {
     if (e <= steps) ends.push_back(e);
   }
   if (ends.empty() || ends.back() != steps) ends.push_back(steps);
@@ -168,7 +176,10 @@ int main(int argc, char** argv) {
       std::printf("  %4.2f / %4.2f", mean_of(balance.max_over_mean, begin, e), mean_of(balance.min_over_mean, begin, e));
       begin = e;
     }
-    std::printf("   %.4f  (%.0f s)\n", mean_of(balance.loss, std::max(0, steps - 10), steps), seconds);
+    std::printf("   %.4f  (%.0f s)", mean_of(balance.loss, std::max(0, steps - 10), steps), seconds);
+    if (balance.bias_spread > 0) std::printf("  bias spread %.3f", balance.bias_spread);
+    std::printf("\n");
+    std::fflush(stdout);
   }
   std::printf("each cell: busiest expert / mean, idlest expert / mean (tokens per expert, mean over layers and steps)\n");
   return 0;

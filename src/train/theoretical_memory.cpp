@@ -26,11 +26,19 @@ double weight_and_optimizer_bytes(const TheoreticalMemoryInputs& in, std::vector
   const double self_attention =
       2 * h * h * ((1 + static_cast<double>(m.num_query_groups) / static_cast<double>(m.num_attention_heads)) *
                    query_to_hidden);
-  // MLP and the layer's two norms (two vectors each), then attention.
+  // MLP and the layer's two norms (two vectors each), then attention. An MoE layer counts every
+  // expert and the shared expert (Megatron's formula: no router, no expert parallelism).
   const double per_layer = 2 * h * (static_cast<double>(m.ffn_hidden_size) * gated + 2) + self_attention;
+  const double moe_ffn = m.moe.enabled() ? static_cast<double>(m.moe.expert_ffn_hidden_size(m.ffn_hidden_size)) *
+                                               m.moe.num_experts * gated
+                                         : 0.0;
+  const double per_moe_layer =
+      2 * h * (moe_ffn + static_cast<double>(m.moe.shared_expert_intermediate_size) * gated + 2) + self_attention;
+  const double moe_layers = m.moe.enabled() ? m.moe.num_moe_layers(m.num_layers) : 0;
   const double embedding = h * static_cast<double>(m.padded_vocab_size);
   const double embedding_layers = m.untie_embeddings_and_output_weights ? 2 * embedding : embedding;
-  const double block = per_layer * static_cast<double>(m.num_layers) + 2 * h;  // + the final norm
+  const double block = per_layer * (static_cast<double>(m.num_layers) - moe_layers) + per_moe_layer * moe_layers +
+                       2 * h;  // + the final norm
   lines.push_back(format("Number of parameters in transformer block in billions: % .2f", block / 1e9));
   lines.push_back(format("Number of parameters in embedding layers in billions: %.2f", embedding_layers / 1e9));
   lines.push_back(format("Total number of parameters in billions: %.2f", (block + embedding_layers) / 1e9));

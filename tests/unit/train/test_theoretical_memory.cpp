@@ -102,6 +102,43 @@ TEST(TheoreticalMemory, InterleavedScheduleWithGqaAndSwiglu) {
        ""}));
 }
 
+// MoE layers count every expert (and the shared expert) as Megatron's formula does; the expected
+// lines are core_v0.12.0's output for the same arguments (moe_layer_freq as a list and as an
+// integer), run 2026-11-28.
+TEST(TheoreticalMemory, MixtureOfExpertsLayersCountTheirExperts) {
+  TheoreticalMemoryInputs in;
+  in.model = gpt(4, 1024, 16, 64, 2816, 32000, 1024);
+  in.model.num_query_groups = 4;
+  in.model.swiglu = true;
+  in.model.untie_embeddings_and_output_weights = true;
+  in.model.moe.num_experts = 8;
+  in.model.moe.ffn_hidden_size = 1024;
+  in.model.moe.layer_pattern = {0, 1, 1, 1};
+  in.tp = 2;
+  in.dp = 4;
+  in.distributed_optimizer = true;
+  in.micro_batch_size = 1;
+  in.num_microbatches = 1;
+  EXPECT_EQ(theoretical_memory(in).lines, (std::vector<std::string>{
+       "Number of parameters in transformer block in billions:  0.09",
+       "Number of parameters in embedding layers in billions: 0.07",
+       "Total number of parameters in billions: 0.16",
+       "Number of parameters in most loaded shard in billions: 0.0801",
+       "Theoretical memory footprints: weight and optimizer=687.45 MB"}));
+  in.model.moe.layer_pattern.clear();
+  in.model.moe.layer_freq = 2;
+  in.model.moe.shared_expert_intermediate_size = 512;
+  in.pp = 2;
+  in.distributed_optimizer = false;
+  EXPECT_EQ(theoretical_memory(in).lines, (std::vector<std::string>{
+       "Number of parameters in transformer block in billions:  0.08",
+       "Number of parameters in embedding layers in billions: 0.07",
+       "Total number of parameters in billions: 0.15",
+       "Number of parameters in most loaded shard in billions: 0.0367",
+       "Number of parameters in other shards in billions: 0.0203",
+       "Theoretical memory footprints: weight and optimizer=630.08 MB"}));
+}
+
 TEST(TheoreticalMemory, OneStageCountsTheOutputLayer) {
   TheoreticalMemoryInputs in;
   in.model = gpt(24, 2048, 16, 128, 8192, 50304, 2048);

@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "megatron/core/check.h"
 #include "megatron/core/cli_app.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"
+#include "megatron/core/strings.h"
 #include "megatron/core/torch_errors.h"
 #include "megatron/interop/hf_shard_size.h"
 #include "megatron/interop/huggingface.h"
@@ -104,17 +106,25 @@ int run(int argc, char** argv) {
     const megatron::interop::HfImport imported =
         megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, tokenizer);
     for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
+    // A command line to paste into a shell: each word quoted as the shell needs.
+    std::vector<std::string> words = imported.model_flags;
+    words.insert(words.end(), {"--tokenizer-type", tokenizer.type});
+    if (tokenizer.type == "GPT2BPETokenizer") {
+      words.insert(words.end(), {"--vocab-file", tokenizer.vocab_file, "--merge-file", tokenizer.merge_file});
+    } else {
+      words.insert(words.end(), {"--tokenizer-model", tokenizer.tokenizer_model});
+    }
+    if (tokenizer.vocab_extra_ids > 0) words.insert(words.end(), {"--vocab-extra-ids", std::to_string(tokenizer.vocab_extra_ids)});
     std::string flags;
-    for (const auto& f : imported.model_flags) flags += " " + f;
-    flags += " --tokenizer-type " + tokenizer.type;
-    flags += tokenizer.type == "GPT2BPETokenizer" ? " --vocab-file " + tokenizer.vocab_file + " --merge-file " + tokenizer.merge_file
-                                                  : " --tokenizer-model " + tokenizer.tokenizer_model;
-    if (tokenizer.vocab_extra_ids > 0) flags += " --vocab-extra-ids " + std::to_string(tokenizer.vocab_extra_ids);
+    for (const auto& word : words) flags += " " + megatron::shell_word(word);
     std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
-                "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d "
+                "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d%s "
                 "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
-                load_dir.c_str(), megatron::interop::hf_architecture(imported.family),
-                save_dir.c_str(), target_tp, target_pp, flags.c_str(), target_tp, target_pp, save_dir.c_str());
+                load_dir.c_str(), megatron::interop::hf_architecture(imported.family), save_dir.c_str(), target_tp,
+                target_pp, flags.c_str(), target_tp,
+                // Megatron requires sequence parallelism with experts under TP.
+                target_tp > 1 && imported.has_experts ? " --sequence-parallel" : "", target_pp,
+                megatron::shell_word(save_dir).c_str());
     return 0;
   }
 

@@ -159,6 +159,17 @@ std::string closest_match(std::string_view name, const std::vector<std::string>&
   return best_distance <= limit ? best : std::string();
 }
 
+std::string shell_word(std::string_view text) {
+  const auto safe = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           std::string_view("@%+=:,./-_").find(ch) != std::string_view::npos;
+  };
+  if (!text.empty() && std::all_of(text.begin(), text.end(), safe)) return std::string(text);
+  std::string out = "'";
+  for (const char ch : text) out += ch == '\'' ? std::string("'\"'\"'") : std::string(1, ch);
+  return out + "'";
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -1,6 +1,8 @@
 // config.json as Megatron's model (see hf_config.h).
 #include "hf_config.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -69,6 +71,22 @@ class Keys {
     return fallback;
   }
 
+  // A list of whole numbers (empty when absent); a value that is not one is a problem.
+  std::vector<std::int64_t> integers(const char* key) {
+    std::vector<std::int64_t> out;
+    if (!given(key)) return out;
+    const json& v = j_.at(key);
+    for (std::size_t i = 0; v.is_array() && i < v.size(); ++i) {
+      if (!v[i].is_number_integer()) break;
+      out.push_back(v[i].get<std::int64_t>());
+    }
+    if (!v.is_array() || out.size() != v.size()) {
+      problems_.push_back(str_cat(key, " is ", v.dump(), "; expected a list of whole numbers"));
+      out.clear();
+    }
+    return out;
+  }
+
   std::string text(const char* key, const std::string& fallback) {
     if (!given(key)) return fallback;
     const json& v = j_.at(key);
@@ -112,7 +130,11 @@ void read_gpt2(Keys& k, HfConfig& out, std::vector<std::string>& problems) {
   out.tie_word_embeddings = k.boolean("tie_word_embeddings", true);
 }
 
-void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+// What the Llama-style families share: RoPE, RMSNorm, SwiGLU, grouped-query attention; the head
+// size's default is the family's (`head_dim`: hidden / heads, or Qwen3's 128). Biases are each
+// family's own.
+void read_llama_style(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems,
+                      std::optional<std::int64_t> head_dim) {
   model::ModelConfig& c = out.model;
   const std::int64_t hidden = k.integer("hidden_size", std::nullopt);
   const std::int64_t heads = k.integer("num_attention_heads", std::nullopt);
@@ -120,8 +142,7 @@ void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>
   c.hidden_size = static_cast<int>(hidden);
   c.num_attention_heads = static_cast<int>(heads);
   c.num_query_groups = static_cast<int>(k.integer("num_key_value_heads", heads));
-  c.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
-  c.kv_channels = static_cast<int>(k.integer("head_dim", heads > 0 ? hidden / heads : 0));
+  c.kv_channels = static_cast<int>(k.integer("head_dim", head_dim.value_or(heads > 0 ? hidden / heads : 0)));
   c.seq_length = c.max_position_embeddings = static_cast<int>(k.integer("max_position_embeddings", 2048));
   double theta = k.real("rope_theta", 10000.0);
   if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {
@@ -139,10 +160,6 @@ void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>
   }
   const std::string act = k.text("hidden_act", "silu");
   if (act != "silu") problems.push_back("hidden_act " + act + ": SwiGLU is silu");
-  const bool attention_bias = k.boolean("attention_bias", false);
-  if (k.boolean("mlp_bias", false) != attention_bias) {
-    problems.push_back("attention_bias and mlp_bias differ: Megatron's --disable-bias-linear covers both");
-  }
   c.position_embedding = model::PositionEmbedding::kRope;
   c.rotary_base = std::floor(theta);
   c.normalization = model::Normalization::kRmsNorm;
@@ -150,33 +167,110 @@ void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>
   c.swiglu = true;
   c.attention_dropout = k.real("attention_dropout", 0.0);
   c.hidden_dropout = 0.0;
-  c.add_bias_linear = attention_bias;
+  c.add_bias_linear = false;
+}
+
+// A sliding window shorter than the sequence on any layer is attention Megatron's GPT does not have.
+void check_window(Keys& k, const model::ModelConfig& c, bool sliding, std::vector<std::string>& problems) {
+  if (!sliding || !k.given("sliding_window")) return;
+  const std::int64_t window = k.integer("sliding_window", std::nullopt);
+  if (window < c.max_position_embeddings) {
+    problems.push_back(str_cat("sliding_window ", window, ": Megatron's GPT attends to the whole sequence (",
+                               c.max_position_embeddings, " positions)"));
+  }
+}
+
+void read_llama(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+  read_llama_style(hf, k, out, problems, std::nullopt);
+  out.model.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
+  const bool attention_bias = k.boolean("attention_bias", false);
+  if (k.boolean("mlp_bias", false) != attention_bias) {
+    problems.push_back("attention_bias and mlp_bias differ: Megatron's --disable-bias-linear covers both");
+  }
+  out.model.add_bias_linear = attention_bias;
   out.tie_word_embeddings = k.boolean("tie_word_embeddings", false);
+}
+
+// The experts' router as Mixtral and Qwen3-MoE configure it.
+void read_router(Keys& k, model::MoeConfig& m, const char* experts_key, std::vector<std::string>& problems) {
+  m.router_topk = static_cast<int>(k.integer("num_experts_per_tok", 2));
+  if (m.num_experts > 0 && m.router_topk > m.num_experts) {
+    problems.push_back(str_cat("num_experts_per_tok ", m.router_topk, " is more than ", experts_key, " ", m.num_experts));
+  }
+  // Megatron's coefficient weighs each layer's loss; HF's one loss over all layers: the nearest
+  // Megatron has is the same number.
+  m.aux_loss_coeff = k.real("router_aux_loss_coef", 0.001);
 }
 
 // Mixtral: Llama's keys, and its experts (intermediate_size is each expert's MLP size).
 void read_mixtral(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
-  read_llama(hf, k, out, problems);
+  read_llama_style(hf, k, out, problems, std::nullopt);
   model::ModelConfig& c = out.model;
+  c.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
   model::MoeConfig& m = c.moe;
   m.num_experts = static_cast<int>(k.integer("num_local_experts", 8));
-  m.router_topk = static_cast<int>(k.integer("num_experts_per_tok", 2));
-  if (m.num_experts > 0 && m.router_topk > m.num_experts) {
-    problems.push_back(str_cat("num_experts_per_tok ", m.router_topk, " is more than num_local_experts ", m.num_experts));
-  }
+  read_router(k, m, "num_local_experts", problems);
   m.ffn_hidden_size = c.ffn_hidden_size;
-  // Megatron's coefficient weighs each layer's loss; HF's one loss over all layers: the nearest
-  // Megatron has is the same number.
-  m.aux_loss_coeff = k.real("router_aux_loss_coef", 0.001);
   if (k.real("router_jitter_noise", 0.0) != 0.0) problems.push_back("router_jitter_noise: megatron_train has no router jitter here");
-  if (k.given("sliding_window")) {
-    const std::int64_t window = k.integer("sliding_window", std::nullopt);
-    if (window < c.max_position_embeddings) {
-      problems.push_back(str_cat("sliding_window ", window, ": Megatron's GPT attends to the whole sequence (",
-                                 c.max_position_embeddings, " positions)"));
-    }
+  check_window(k, c, true, problems);
+  if (k.boolean("attention_bias", false)) problems.push_back("attention_bias: Mixtral's experts have no biases, and Megatron's --disable-bias-linear covers all");
+  out.tie_word_embeddings = k.boolean("tie_word_embeddings", false);
+}
+
+// Qwen3 and Qwen3-MoE: no biases in the MLP (attention_bias alone is not Megatron's), RMSNorm on
+// each head's queries and keys.
+void read_qwen3_common(Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+  out.model.qk_layernorm = true;
+  if (k.boolean("attention_bias", false)) {
+    problems.push_back("attention_bias: Qwen3's MLP has no biases, and Megatron's --disable-bias-linear covers both");
   }
-  if (c.add_bias_linear) problems.push_back("attention_bias: Mixtral's experts have no biases, and Megatron's --disable-bias-linear covers all");
+  out.tie_word_embeddings = k.boolean("tie_word_embeddings", false);
+}
+
+void read_qwen3(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+  read_llama_style(hf, k, out, problems, 128);
+  model::ModelConfig& c = out.model;
+  c.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
+  read_qwen3_common(k, out, problems);
+  // Sliding layers: layer_types' "sliding_attention" ones, by default those from max_window_layers on.
+  bool sliding = false;
+  if (k.given("layer_types") && hf.at("layer_types").is_array()) {
+    for (const json& type : hf.at("layer_types")) sliding = sliding || type == "sliding_attention";
+  } else {
+    sliding = k.integer("max_window_layers", 28, 0) < c.num_layers;
+  }
+  check_window(k, c, sliding && k.boolean("use_sliding_window", false), problems);
+}
+
+// Qwen3-MoE: layer i has experts unless it is among mlp_only_layers or (i + 1) is not a multiple of
+// decoder_sparse_step; the others are dense MLPs of intermediate_size.
+void read_qwen3_moe(const json& hf, Keys& k, HfConfig& out, std::vector<std::string>& problems) {
+  read_llama_style(hf, k, out, problems, std::nullopt);
+  model::ModelConfig& c = out.model;
+  read_qwen3_common(k, out, problems);
+  check_window(k, c, k.boolean("use_sliding_window", false), problems);
+  model::MoeConfig& m = c.moe;
+  // transformers writes num_local_experts (its attribute map), the hub's files num_experts.
+  const char* experts_key = k.given("num_experts") ? "num_experts" : "num_local_experts";
+  m.num_experts = static_cast<int>(k.integer(experts_key, 128, 0));
+  read_router(k, m, experts_key, problems);
+  m.router_pre_softmax = !k.boolean("norm_topk_prob", false);
+  m.ffn_hidden_size = static_cast<int>(k.integer("moe_intermediate_size", 768));
+  const std::int64_t step = k.integer("decoder_sparse_step", 1);
+  const std::vector<std::int64_t> dense = k.integers("mlp_only_layers");
+  std::vector<int> pattern;
+  for (int i = 0; i < c.num_layers && step > 0; ++i) {
+    const bool listed = std::find(dense.begin(), dense.end(), i) != dense.end();
+    pattern.push_back(m.num_experts > 0 && !listed && (i + 1) % step == 0 ? 1 : 0);
+  }
+  const auto moe_layers = std::count(pattern.begin(), pattern.end(), 1);
+  if (moe_layers == 0) m.num_experts = 0;  // a dense model (HF's num_experts 0 or no sparse layer)
+  if (moe_layers > 0 && moe_layers < c.num_layers) m.layer_pattern = pattern;
+  // Dense layers' size; unused (but a Megatron flag) when every layer has experts.
+  c.ffn_hidden_size = static_cast<int>(
+      k.integer("intermediate_size", moe_layers == c.num_layers ? std::optional<std::int64_t>(m.ffn_hidden_size)
+                                                                 : std::nullopt));
+  if (m.num_experts == 0) m = model::MoeConfig{};
 }
 
 }  // namespace
@@ -187,21 +281,25 @@ HfConfig read_hf_config(const json& hf, const std::string& where) {
   Keys k(hf, problems);
   const std::string type = k.text("model_type", "");
   throw_if_problems(where, problems);
-  constexpr const char* kSupported =
-      "supported are gpt2 (GPT2LMHeadModel), llama (LlamaForCausalLM) and mixtral (MixtralForCausalLM)";
-  MEGATRON_CHECK(!type.empty(), where, ": no model_type; ", kSupported);
-  MEGATRON_CHECK(type == "gpt2" || type == "llama" || type == "mixtral", where, ": model_type '", type,
-                 "' is not supported; ", kSupported);
+  constexpr std::array kFamilies{HfFamily::kGpt2, HfFamily::kLlama, HfFamily::kMixtral, HfFamily::kQwen3,
+                                 HfFamily::kQwen3Moe};
+  std::string supported = "supported are";
+  for (const HfFamily f : kFamilies) {
+    supported += str_cat(f == kFamilies.front() ? " " : ", ", hf_model_type(f), " (", hf_architecture(f), ")");
+  }
+  MEGATRON_CHECK(!type.empty(), where, ": no model_type; ", supported);
+  const auto known = std::find_if(kFamilies.begin(), kFamilies.end(), [&](HfFamily f) { return type == hf_model_type(f); });
+  MEGATRON_CHECK(known != kFamilies.end(), where, ": model_type '", type, "' is not supported; ", supported);
   HfConfig out;
-  out.family = type == "gpt2" ? HfFamily::kGpt2 : type == "llama" ? HfFamily::kLlama : HfFamily::kMixtral;
+  out.family = *known;
   model::ModelConfig& c = out.model;
   c.num_query_groups = c.kv_channels = c.ffn_hidden_size = 0;
-  if (out.family == HfFamily::kGpt2) {
-    read_gpt2(k, out, problems);
-  } else if (out.family == HfFamily::kLlama) {
-    read_llama(hf, k, out, problems);
-  } else {
-    read_mixtral(hf, k, out, problems);
+  switch (out.family) {
+    case HfFamily::kGpt2: read_gpt2(k, out, problems); break;
+    case HfFamily::kLlama: read_llama(hf, k, out, problems); break;
+    case HfFamily::kMixtral: read_mixtral(hf, k, out, problems); break;
+    case HfFamily::kQwen3: read_qwen3(hf, k, out, problems); break;
+    case HfFamily::kQwen3Moe: read_qwen3_moe(hf, k, out, problems); break;
   }
   // Token ids are 32-bit in Megatron's datasets.
   out.vocab_size = k.integer("vocab_size", std::nullopt);
@@ -232,11 +330,20 @@ std::vector<std::string> megatron_model_flags(const model::ModelConfig& c) {
     f.insert(f.end(), {"--group-query-attention", "--num-query-groups", std::to_string(c.num_query_groups)});
   }
   if (!c.add_bias_linear) f.push_back("--disable-bias-linear");
+  if (c.qk_layernorm) f.push_back("--qk-layernorm");
   if (c.moe.enabled()) {
-    f.insert(f.end(), {"--num-experts", std::to_string(c.moe.num_experts), "--moe-router-topk",
-                       std::to_string(c.moe.router_topk), "--moe-ffn-hidden-size",
-                       std::to_string(c.moe.expert_ffn_hidden_size(c.ffn_hidden_size)), "--moe-aux-loss-coeff",
-                       str(c.moe.aux_loss_coeff), "--moe-grouped-gemm"});
+    const model::MoeConfig& m = c.moe;
+    f.insert(f.end(), {"--num-experts", std::to_string(m.num_experts), "--moe-router-topk",
+                       std::to_string(m.router_topk), "--moe-ffn-hidden-size",
+                       std::to_string(m.expert_ffn_hidden_size(c.ffn_hidden_size)), "--moe-aux-loss-coeff",
+                       str(m.aux_loss_coeff), "--moe-grouped-gemm"});
+    if (m.router_pre_softmax) f.push_back("--moe-router-pre-softmax");
+    if (!m.layer_pattern.empty()) {
+      // Megatron's list form, without spaces: one argument in a printed command line.
+      std::string list = model::moe_layer_freq_text({m.layer_freq, m.layer_pattern});
+      std::erase(list, ' ');
+      f.insert(f.end(), {"--moe-layer-freq", list});
+    }
   }
   if (c.untie_embeddings_and_output_weights) f.push_back("--untie-embeddings-and-output-weights");
   f.insert(f.end(), {"--padded-vocab-size", std::to_string(c.padded_vocab_size)});

@@ -1,6 +1,6 @@
 // A HuggingFace config.json read as Megatron's model (private to src/interop): the keys
-// transformers' GPT2Config and LlamaConfig read, their defaults where transformers has one that
-// follows from other keys (n_inner, num_key_value_heads, head_dim), and the megatron_train flags
+// transformers' configs of the five families read, their defaults where transformers has one
+// (n_inner, num_key_value_heads, head_dim, the experts' counts), and the megatron_train flags
 // that build the same model. Integers are read as integers, range-checked; nothing is narrowed.
 #pragma once
 

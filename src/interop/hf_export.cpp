@@ -1,4 +1,4 @@
-// Megatron's parameters as a HuggingFace GPT-2 or Llama folder (see huggingface.h).
+// Megatron's parameters as a HuggingFace model folder (see huggingface.h).
 #include <unistd.h>
 
 #include <charconv>
@@ -30,65 +30,63 @@ const at::Tensor& get(const std::map<std::string, at::Tensor>& m, const std::str
   return it->second;
 }
 
-}  // namespace
-
-HfFamily hf_family_of(const model::ModelConfig& c) {
-  const bool rope = c.position_embedding == model::PositionEmbedding::kRope;
-  const bool rms = c.normalization == model::Normalization::kRmsNorm;
-  std::vector<std::string> problems;
-  if (c.qk_layernorm) problems.push_back("--qk-layernorm: GPT-2, Llama and Mixtral have no query/key norms");
-  if (c.moe.enabled()) {
-    const model::MoeConfig& m = c.moe;
-    const auto refuse = [&](bool bad, const std::string& what) {
-      if (bad) problems.push_back(what);
-    };
-    refuse(!(rope && rms && c.swiglu), "--num-experts without rope + RMSNorm + --swiglu: Mixtral is Llama's layer with experts");
-    refuse(m.num_moe_layers(c.num_layers) != c.num_layers,
-           "--moe-layer-freq " + model::moe_layer_freq_text({m.layer_freq, m.layer_pattern}) +
-               ": every Mixtral layer is an MoE layer");
-    refuse(m.shared_expert_intermediate_size > 0, "--moe-shared-expert-intermediate-size: Mixtral has no shared expert");
-    refuse(m.score_function != model::RouterScore::kSoftmax || m.router_pre_softmax,
-           "the router: Mixtral takes the softmax of the top-k logits (no --moe-router-pre-softmax, no sigmoid)");
-    refuse(m.router_topk_scaling_factor > 0, "--moe-router-topk-scaling-factor: Mixtral does not scale");
-    refuse(m.router_group_topk > 0, "--moe-router-group-topk: Mixtral routes over all experts");
-    refuse(m.router_enable_expert_bias, "--moe-router-enable-expert-bias: Mixtral's router has no bias");
-    refuse(m.expert_capacity_factor > 0, "--moe-expert-capacity-factor: Mixtral drops no tokens");
-    refuse(c.add_bias_linear, "linear biases: Mixtral has none (--disable-bias-linear)");
-    if (problems.empty()) return HfFamily::kMixtral;
-  } else if (!rope && !rms && !c.swiglu) {
-    if (c.num_query_groups != c.num_attention_heads) {
-      problems.push_back("--group-query-attention --num-query-groups " + std::to_string(c.num_query_groups) +
-                         ": GPT-2 has one key/value head per query head");
-    }
-    if (c.kv_channels * c.num_attention_heads != c.hidden_size) {
-      problems.push_back("--kv-channels " + std::to_string(c.kv_channels) +
-                         ": GPT-2's head size is --hidden-size / --num-attention-heads");
-    }
-    if (problems.empty()) return HfFamily::kGpt2;
-  } else if (rope && rms && c.swiglu) {
-    if (c.rotary_percent != 1.0) {
-      problems.push_back("--rotary-percent " + std::to_string(c.rotary_percent) + ": Llama rotates whole heads");
-    }
-    if (c.rotary_interleaved) problems.push_back("--rotary-interleaved: Llama rotates halves, not pairs");
-    if (problems.empty()) return HfFamily::kLlama;
-  } else {
-    problems.push_back(std::string("--position-embedding-type ") + (rope ? "rope" : "learned_absolute") +
-                       ", --normalization " + (rms ? "RMSNorm" : "LayerNorm") + (c.swiglu ? ", --swiglu" : ", GeLU") +
-                       ": HuggingFace's GPT-2 takes learned_absolute + LayerNorm + GeLU and Llama rope + RMSNorm + "
-                       "--swiglu; this mix is neither");
-  }
-  throw_if_problems("this model cannot be written in HuggingFace's format", problems, ProblemHeading::kList);
-  MEGATRON_FAIL("internal error: no HuggingFace family and no problem found");
-}
-
-const char* hf_architecture(HfFamily family) {
+// config.json of the Llama-style families, without the token ids, tie and dtype.
+nlohmann::ordered_json llama_style_config(const model::ModelConfig& c, HfFamily family, std::int64_t vocab_size) {
+  nlohmann::ordered_json j = {{"architectures", {hf_architecture(family)}},
+                              {"model_type", hf_model_type(family)},
+                              {"vocab_size", vocab_size},
+                              {"hidden_size", c.hidden_size},
+                              {"intermediate_size", c.ffn_hidden_size},
+                              {"num_hidden_layers", c.num_layers},
+                              {"num_attention_heads", c.num_attention_heads},
+                              {"num_key_value_heads", c.num_query_groups},
+                              {"head_dim", c.kv_channels},
+                              {"hidden_act", "silu"},
+                              {"max_position_embeddings", c.max_position_embeddings},
+                              {"rms_norm_eps", c.norm_epsilon},
+                              {"rope_theta", c.rotary_base},
+                              {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rotary_base}}},
+                              {"attention_bias", c.add_bias_linear},
+                              {"attention_dropout", c.attention_dropout},
+                              {"initializer_range", c.init_method_std}};
+  const model::MoeConfig& m = c.moe;
   switch (family) {
-    case HfFamily::kGpt2: return "GPT2LMHeadModel";
-    case HfFamily::kLlama: return "LlamaForCausalLM";
-    case HfFamily::kMixtral: return "MixtralForCausalLM";
+    case HfFamily::kLlama: j["mlp_bias"] = c.add_bias_linear; break;
+    case HfFamily::kMixtral:
+      j.erase("attention_bias");
+      j["intermediate_size"] = m.expert_ffn_hidden_size(c.ffn_hidden_size);
+      j["num_local_experts"] = m.num_experts;
+      j["num_experts_per_tok"] = m.router_topk;
+      j["router_aux_loss_coef"] = m.aux_loss_coeff;
+      j["output_router_logits"] = false;
+      j["router_jitter_noise"] = 0.0;
+      j["sliding_window"] = nullptr;
+      break;
+    case HfFamily::kQwen3:
+    case HfFamily::kQwen3Moe:
+      j["use_sliding_window"] = false;
+      j["sliding_window"] = nullptr;
+      j["max_window_layers"] = c.num_layers;
+      if (family == HfFamily::kQwen3) break;
+      // Dense layers by their index (decoder_sparse_step 1 puts experts everywhere else).
+      j["num_experts"] = m.num_experts;
+      j["num_experts_per_tok"] = m.router_topk;
+      j["moe_intermediate_size"] = m.expert_ffn_hidden_size(c.ffn_hidden_size);
+      j["norm_topk_prob"] = !m.router_pre_softmax;
+      j["decoder_sparse_step"] = 1;
+      j["mlp_only_layers"] = nlohmann::ordered_json::array();
+      for (int i = 0; i < c.num_layers; ++i) {
+        if (!m.is_moe_layer(i)) j["mlp_only_layers"].push_back(i);
+      }
+      j["router_aux_loss_coef"] = m.aux_loss_coeff;
+      j["output_router_logits"] = false;
+      break;
+    case HfFamily::kGpt2: break;
   }
-  return "?";
+  return j;
 }
+
+}  // namespace
 
 HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eod, std::int64_t vocab_size,
                at::ScalarType dtype, std::optional<std::int64_t> bos_id) {
@@ -166,74 +164,50 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
       put(h + "self_attn.k_proj.weight", w.k);
       put(h + "self_attn.v_proj.weight", w.v);
       put(h + "self_attn.o_proj.weight", get(p, layer(i, "self_attention.linear_proj.weight")));
-      if (out.family == HfFamily::kMixtral) {
-        const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
-        const at::Tensor fc1 = get(p, layer(i, "mlp.experts.linear_fc1.weight"));  // [E, gate; up, h]
-        const at::Tensor fc2 = get(p, layer(i, "mlp.experts.linear_fc2.weight"));  // [E, h, F]
-        put(h + "block_sparse_moe.gate.weight", get(p, layer(i, "mlp.router.weight")));
-        for (int e = 0; e < c.moe.num_experts; ++e) {
-          const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
-          put(x + "w1.weight", fc1[e].narrow(0, 0, ffn));
-          put(x + "w3.weight", fc1[e].narrow(0, ffn, ffn));
-          put(x + "w2.weight", fc2[e]);
-        }
-      } else {
-        const at::Tensor fc1 = get(p, layer(i, "mlp.linear_fc1.weight"));  // [gate; up]
-        put(h + "mlp.gate_proj.weight", fc1.narrow(0, 0, c.ffn_hidden_size));
-        put(h + "mlp.up_proj.weight", fc1.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
-        put(h + "mlp.down_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")));
-      }
       if (c.add_bias_linear) {
         const Qkv b = split_qkv(get(p, layer(i, "self_attention.linear_qkv.bias")), c);
         put(h + "self_attn.q_proj.bias", b.q);
         put(h + "self_attn.k_proj.bias", b.k);
         put(h + "self_attn.v_proj.bias", b.v);
         put(h + "self_attn.o_proj.bias", get(p, layer(i, "self_attention.linear_proj.bias")));
-        const at::Tensor fc1_bias = get(p, layer(i, "mlp.linear_fc1.bias"));
-        put(h + "mlp.gate_proj.bias", fc1_bias.narrow(0, 0, c.ffn_hidden_size));
-        put(h + "mlp.up_proj.bias", fc1_bias.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
-        put(h + "mlp.down_proj.bias", get(p, layer(i, "mlp.linear_fc2.bias")));
+      }
+      if (detail::hf_has_qk_norms(out.family)) {
+        put(h + "self_attn.q_norm.weight", get(p, layer(i, "self_attention.q_layernorm.weight")));
+        put(h + "self_attn.k_norm.weight", get(p, layer(i, "self_attention.k_layernorm.weight")));
+      }
+      if (detail::hf_has_experts(out.family) && c.moe.is_moe_layer(i)) {
+        const std::int64_t ffn = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
+        const at::Tensor fc1 = get(p, layer(i, "mlp.experts.linear_fc1.weight"));  // [E, gate; up, h]
+        const at::Tensor fc2 = get(p, layer(i, "mlp.experts.linear_fc2.weight"));  // [E, h, F]
+        put(detail::hf_router_name(out.family, h), get(p, layer(i, "mlp.router.weight")));
+        for (int e = 0; e < c.moe.num_experts; ++e) {
+          const detail::HfExpertNames x = detail::hf_expert_names(out.family, h, e);
+          put(x.gate, fc1[e].narrow(0, 0, ffn));
+          put(x.up, fc1[e].narrow(0, ffn, ffn));
+          put(x.down, fc2[e]);
+        }
+      } else {
+        const at::Tensor fc1 = get(p, layer(i, "mlp.linear_fc1.weight"));  // [gate; up]
+        put(h + "mlp.gate_proj.weight", fc1.narrow(0, 0, c.ffn_hidden_size));
+        put(h + "mlp.up_proj.weight", fc1.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
+        put(h + "mlp.down_proj.weight", get(p, layer(i, "mlp.linear_fc2.weight")));
+        if (c.add_bias_linear) {
+          const at::Tensor fc1_bias = get(p, layer(i, "mlp.linear_fc1.bias"));
+          put(h + "mlp.gate_proj.bias", fc1_bias.narrow(0, 0, c.ffn_hidden_size));
+          put(h + "mlp.up_proj.bias", fc1_bias.narrow(0, c.ffn_hidden_size, c.ffn_hidden_size));
+          put(h + "mlp.down_proj.bias", get(p, layer(i, "mlp.linear_fc2.bias")));
+        }
       }
       put(h + "post_attention_layernorm.weight", get(p, layer(i, "pre_mlp_layernorm.weight")));
     }
     put("model.norm.weight", get(p, "decoder.final_layernorm.weight"));
     if (!tied) put("lm_head.weight", vocab_rows("output_layer.weight"));
-    out.config = {{"architectures", {"LlamaForCausalLM"}},
-                  {"model_type", "llama"},
-                  {"vocab_size", vocab_size},
-                  {"hidden_size", c.hidden_size},
-                  {"intermediate_size", c.ffn_hidden_size},
-                  {"num_hidden_layers", c.num_layers},
-                  {"num_attention_heads", c.num_attention_heads},
-                  {"num_key_value_heads", c.num_query_groups},
-                  {"head_dim", c.kv_channels},
-                  {"hidden_act", "silu"},
-                  {"max_position_embeddings", c.max_position_embeddings},
-                  {"rms_norm_eps", c.norm_epsilon},
-                  {"rope_theta", c.rotary_base},
-                  {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", c.rotary_base}}},
-                  {"attention_bias", c.add_bias_linear},
-                  {"mlp_bias", c.add_bias_linear},
-                  {"attention_dropout", c.attention_dropout},
-                  {"initializer_range", c.init_method_std},
-                  {"use_cache", true},
-                  {"bos_token_id", bos},
-                  {"eos_token_id", eod},
-                  {"tie_word_embeddings", tied},
-                  {"dtype", dtype_name}};
-    if (out.family == HfFamily::kMixtral) {
-      out.config["architectures"] = {"MixtralForCausalLM"};
-      out.config["model_type"] = "mixtral";
-      out.config["intermediate_size"] = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
-      out.config["num_local_experts"] = c.moe.num_experts;
-      out.config["num_experts_per_tok"] = c.moe.router_topk;
-      out.config["router_aux_loss_coef"] = c.moe.aux_loss_coeff;
-      out.config["output_router_logits"] = false;
-      out.config["router_jitter_noise"] = 0.0;
-      out.config["sliding_window"] = nullptr;
-      out.config.erase("mlp_bias");
-      out.config.erase("attention_bias");
-    }
+    out.config = llama_style_config(c, out.family, vocab_size);
+    out.config["use_cache"] = true;
+    out.config["bos_token_id"] = bos;
+    out.config["eos_token_id"] = eod;
+    out.config["tie_word_embeddings"] = tied;
+    out.config["dtype"] = dtype_name;
   }
   out.generation_config = {{"bos_token_id", bos}, {"eos_token_id", eod}, {"pad_token_id", eod},
                            {"max_length", c.seq_length}};

@@ -1,5 +1,4 @@
-// A HuggingFace GPT-2, Llama or Mixtral folder as a model-only checkpoint in a chosen layout (see
-// huggingface.h).
+// A HuggingFace model folder as a model-only checkpoint in a chosen layout (see huggingface.h).
 #include <filesystem>
 #include <map>
 
@@ -142,6 +141,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
 
   // The tensors against config.json, before anything is reshaped.
   std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
+  detail::split_fused_experts(t, read.family);
   const std::int64_t layers = detail::hf_layers_in(t, read.family);
   MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ",
                  read.family == HfFamily::kGpt2 ? "n_layer" : "num_hidden_layers", " is ", c.num_layers,
@@ -151,6 +151,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   detail::check_hf_tensors(t, detail::hf_tensor_shapes(read.family, c, vocab, !tied), hf_dir);
   c.untie_embeddings_and_output_weights = !tied;
   result.model_flags = detail::megatron_model_flags(c);
+  result.has_experts = c.moe.enabled();
   const model::ModelConfig& config = c;
 
   // HF names to Megatron's full (single-process) parameters.
@@ -194,14 +195,18 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
           join_qkv(take(h + "self_attn.q_proj.weight"), take(h + "self_attn.k_proj.weight"),
                    take(h + "self_attn.v_proj.weight"), config));
       put(layer(i, "self_attention.linear_proj.weight"), take(h + "self_attn.o_proj.weight"));
-      if (result.family == HfFamily::kMixtral) {  // each expert's [w1 (gate); w3 (up)] and w2, stacked
-        std::vector<at::Tensor> fc1, fc2;
+      if (detail::hf_has_qk_norms(result.family)) {
+        put(layer(i, "self_attention.q_layernorm.weight"), take(h + "self_attn.q_norm.weight"));
+        put(layer(i, "self_attention.k_layernorm.weight"), take(h + "self_attn.k_norm.weight"));
+      }
+      if (detail::hf_has_experts(result.family) && config.moe.is_moe_layer(i)) {
+        std::vector<at::Tensor> fc1, fc2;  // each expert's [gate; up] and down, stacked
         for (int e = 0; e < config.moe.num_experts; ++e) {
-          const std::string x = h + "block_sparse_moe.experts." + std::to_string(e) + ".";
-          fc1.push_back(at::cat({take(x + "w1.weight"), take(x + "w3.weight")}, 0));
-          fc2.push_back(take(x + "w2.weight"));
+          const detail::HfExpertNames x = detail::hf_expert_names(result.family, h, e);
+          fc1.push_back(at::cat({take(x.gate), take(x.up)}, 0));
+          fc2.push_back(take(x.down));
         }
-        put(layer(i, "mlp.router.weight"), take(h + "block_sparse_moe.gate.weight"));
+        put(layer(i, "mlp.router.weight"), take(detail::hf_router_name(result.family, h)));
         put(layer(i, "mlp.experts.linear_fc1.weight"), at::stack(fc1));
         put(layer(i, "mlp.experts.linear_fc2.weight"), at::stack(fc2));
       } else {

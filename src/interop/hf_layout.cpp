@@ -69,6 +69,59 @@ std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& d
   return out;
 }
 
+bool hf_has_experts(HfFamily family) { return family == HfFamily::kMixtral || family == HfFamily::kQwen3Moe; }
+bool hf_has_qk_norms(HfFamily family) { return family == HfFamily::kQwen3 || family == HfFamily::kQwen3Moe; }
+
+std::string hf_router_name(HfFamily family, const std::string& layer) {
+  return layer + (family == HfFamily::kMixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
+}
+
+HfExpertNames hf_expert_names(HfFamily family, const std::string& layer, int expert) {
+  if (family == HfFamily::kMixtral) {
+    const std::string x = layer + "block_sparse_moe.experts." + std::to_string(expert) + ".";
+    return {x + "w1.weight", x + "w3.weight", x + "w2.weight"};
+  }
+  const std::string x = layer + "mlp.experts." + std::to_string(expert) + ".";
+  return {x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"};
+}
+
+void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily family) {
+  if (!hf_has_experts(family)) return;
+  constexpr std::string_view kGateUp = "mlp.experts.gate_up_proj", kDown = "mlp.experts.down_proj";
+  std::vector<std::string> fused;
+  for (const auto& [name, t] : tensors) {
+    if (name.ends_with(kGateUp) || name.ends_with(kDown)) fused.push_back(name);
+  }
+  for (const std::string& name : fused) {
+    const bool gate_up = name.ends_with(kGateUp);
+    const std::string layer = name.substr(0, name.size() - (gate_up ? kGateUp : kDown).size());
+    const at::Tensor t = tensors.at(name);
+    tensors.erase(name);
+    // A 3-D stack of experts; anything else stays under its own name for the shape check to report.
+    if (t.dim() != 3 || (gate_up && t.size(1) % 2 != 0)) {
+      tensors.emplace(name, t);
+      continue;
+    }
+    for (std::int64_t e = 0; e < t.size(0); ++e) {
+      const HfExpertNames x = hf_expert_names(family, layer, static_cast<int>(e));
+      if (gate_up) {
+        const std::int64_t f = t.size(1) / 2;
+        tensors[x.gate] = t[e].narrow(0, 0, f).contiguous();
+        tensors[x.up] = t[e].narrow(0, f, f).contiguous();
+      } else {
+        tensors[x.down] = t[e].contiguous();
+      }
+    }
+    // transformers 5 keeps Mixtral's router under mlp.gate in memory.
+    const auto router = tensors.find(layer + "mlp.gate.weight");
+    if (family == HfFamily::kMixtral && router != tensors.end()) {
+      at::Tensor w = router->second;
+      tensors.erase(router);
+      tensors[hf_router_name(family, layer)] = w;
+    }
+  }
+}
+
 HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head) {
   // In 64 bits: the sizes come from config.json and their products may pass 2^31.
   const std::int64_t h = c.hidden_size, ffn = c.ffn_hidden_size, hn = c.kv_channels;
@@ -104,15 +157,25 @@ HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int
       add(p + "self_attn.k_proj.weight", {kv, h});
       add(p + "self_attn.v_proj.weight", {kv, h});
       add(p + "self_attn.o_proj.weight", {h, q});
+      if (c.add_bias_linear) {
+        add(p + "self_attn.q_proj.bias", {q});
+        add(p + "self_attn.k_proj.bias", {kv});
+        add(p + "self_attn.v_proj.bias", {kv});
+        add(p + "self_attn.o_proj.bias", {h});
+      }
+      if (hf_has_qk_norms(family)) {
+        add(p + "self_attn.q_norm.weight", {hn});
+        add(p + "self_attn.k_norm.weight", {hn});
+      }
       add(p + "post_attention_layernorm.weight", {h});
-      if (family == HfFamily::kMixtral) {
+      if (hf_has_experts(family) && c.moe.is_moe_layer(i)) {
         const std::int64_t f = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
-        add(p + "block_sparse_moe.gate.weight", {c.moe.num_experts, h});
+        add(hf_router_name(family, p), {c.moe.num_experts, h});
         for (int e = 0; e < c.moe.num_experts; ++e) {
-          const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-          add(x + "w1.weight", {f, h});
-          add(x + "w3.weight", {f, h});
-          add(x + "w2.weight", {h, f});
+          const HfExpertNames x = hf_expert_names(family, p, e);
+          add(x.gate, {f, h});
+          add(x.up, {f, h});
+          add(x.down, {h, f});
         }
         continue;
       }
@@ -120,10 +183,6 @@ HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int
       add(p + "mlp.up_proj.weight", {ffn, h});
       add(p + "mlp.down_proj.weight", {h, ffn});
       if (c.add_bias_linear) {
-        add(p + "self_attn.q_proj.bias", {q});
-        add(p + "self_attn.k_proj.bias", {kv});
-        add(p + "self_attn.v_proj.bias", {kv});
-        add(p + "self_attn.o_proj.bias", {h});
         add(p + "mlp.gate_proj.bias", {ffn});
         add(p + "mlp.up_proj.bias", {ffn});
         add(p + "mlp.down_proj.bias", {h});

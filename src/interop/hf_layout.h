@@ -30,11 +30,32 @@ at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 // OpenAI's original checkpoints), so that each tensor has one name.
 std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family);
 
+// The Llama-style families with experts (Mixtral, Qwen3-MoE) and with query/key norms (Qwen3,
+// Qwen3-MoE).
+bool hf_has_experts(HfFamily family);
+bool hf_has_qk_norms(HfFamily family);
+
+// Where a family keeps an MoE layer's router and each expert's SwiGLU projections, under the
+// layer's prefix `layer` ("model.layers.<i>."): the hub's names, one tensor per expert (Mixtral's
+// block_sparse_moe.gate and experts.<j>.w1/w3/w2, Qwen3-MoE's mlp.gate and
+// experts.<j>.gate_proj/up_proj/down_proj).
+std::string hf_router_name(HfFamily family, const std::string& layer);
+struct HfExpertNames {
+  std::string gate, up, down;
+};
+HfExpertNames hf_expert_names(HfFamily family, const std::string& layer, int expert);
+
+// transformers' in-memory form of the experts, as a model's state_dict holds them
+// (mlp.experts.gate_up_proj [E, 2F, h] with each expert's gate rows first, mlp.experts.down_proj
+// [E, h, F], and Mixtral's router renamed to mlp.gate), rewritten under the hub's per-expert names.
+// Hub-form tensors are left as they are.
+void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily family);
+
 using HfShapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
 
-// The tensors transformers' GPT2LMHeadModel or LlamaForCausalLM holds for `c` (HF names and
-// layouts: GPT-2's Conv1D [in, out], Llama's separate projections) with a `vocab`-row embedding;
-// lm_head.weight when `lm_head`.
+// The tensors a family's file holds for `c` (HF names and layouts: GPT-2's Conv1D [in, out], the
+// Llama-style families' separate projections, the experts per expert) with a `vocab`-row
+// embedding; lm_head.weight when `lm_head`.
 HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head);
 
 // The transformer layers the file holds: one more than the largest index of transformer.h.<i>.

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# HuggingFace export and import. Export: models of the three families
-# trained by megatron_train and exported by convert_checkpoint load in transformers (its own
-# from_pretrained, CPU, fp32) and give the logits our model gives, within 1e-5: GPT-2 (tied;
-# untied with erf GeLU and no biases; sharded files with an index) and Llama (GQA untied without
-# biases; tied with biases), Mixtral (4 experts, top-2, GQA), and a Llama trained at TP2 x PP2
-# under mpirun. A mix no family
-# holds is refused by name and leaves nothing behind. Import: randomly initialised transformers
-# GPT-2, Llama and Mixtral models become TP2 x PP2 checkpoints whose logits (our model, resharded to one
-# process) equal transformers'; megatron_train loads the Llama one at TP2 x PP2 as it is and trains
-# on; exporting an import (Llama, Mixtral) gives back the original tensors.
+# HuggingFace export and import. Export: models of the five families trained by megatron_train and
+# exported by convert_checkpoint load in transformers (its own from_pretrained, CPU, fp32) and give
+# the logits our model gives, within 1e-5: GPT-2 (tied; untied with erf GeLU and no biases; sharded
+# files with an index), Llama (GQA untied without biases; tied with biases), Mixtral (4 experts,
+# top-2, GQA), Qwen3 (query/key norms, head size 24), Qwen3-MoE (experts in every other layer,
+# --moe-router-pre-softmax), and a Llama trained at TP2 x PP2 under mpirun; greedy generation from
+# the checkpoints equals transformers' generate on the exports. A mix no family holds is refused by
+# name and leaves nothing behind. Import: randomly initialised transformers GPT-2, Llama, Mixtral,
+# Qwen3 and Qwen3-MoE models (and the Qwen3-MoE's state_dict with transformers' fused experts)
+# become TP2 x PP2 checkpoints whose logits and greedy tokens (our model, resharded to one process)
+# equal transformers'; megatron_train loads the imported Qwen3-MoE at TP2 x PP2 with the printed
+# flags as it is and trains on; exporting an import gives back the original tensors.
+# transformers' checks are queued and run in one Python process per phase (hf_job / hf_checks).
 # PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
 # shellcheck source=lib.sh
@@ -33,8 +36,20 @@ check() {
   assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/$name.ckpt" \
     --save-dir "$WORK/$name.hf" "$@"
   assert_succeeds "$LOGITS" "$WORK/$name.ckpt" "$WORK/$name.logits" "${IDS[@]}"
-  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
-  ok "$(tail -1 "$WORK/out.txt")"
+  hf_job logits "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
+  ok "$name exported (transformers' check queued)"
+}
+# greedy CKPT HF_DIR NEW PROMPT [FLAGS...]: our greedy tokens from CKPT; transformers' on HF_DIR queued.
+greedy() {
+  local ckpt=$1 hf=$2 new=$3 prompt=$4
+  shift 4
+  assert_succeeds "$GENERATE" --load "$ckpt" --prompt "$prompt" --max-new-tokens "$new" --greedy --print-token-ids "$@"
+  grep -q "^$prompt" "$WORK/out.txt" || fail "$ckpt: the text does not start with the prompt"
+  prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
+  ours=$(sed -n 's/^generated token ids: //p' "$WORK/err.txt")
+  [[ -n $ours ]] || fail "$ckpt: no generated ids"
+  # shellcheck disable=SC2086  # the ids are separate arguments
+  hf_job generate "$hf" 50257 "$new" "${ours// /,}" $prompt_ids
 }
 train() {  # train NAME FLAGS...
   local name=$1
@@ -70,9 +85,8 @@ assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-
   --save-dir "$WORK/llamab.back"
 grep -q -- "--rotary-base 500000 " "$WORK/out.txt" || fail "the printed flags lack --rotary-base 500000"
 assert_succeeds "$LOGITS" "$WORK/llamab.back" "$WORK/llamab.back.logits" "${IDS[@]}"
-assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/llamab.hf" "$WORK/llamab.back.logits" LlamaForCausalLM \
-  "${IDS[@]}"
-ok "$(tail -1 "$WORK/out.txt")"
+hf_job logits "$WORK/llamab.hf" "$WORK/llamab.back.logits" LlamaForCausalLM "${IDS[@]}"
+ok "imported back (transformers' check queued)"
 assert_fails_with "only for --saver megatron" "$CONVERT" --model-type GPT --loader megatron --saver hf \
   --load-dir "$WORK/llamab.ckpt" --save-dir "$WORK/unused.hf" --target-tensor-parallel-size 2
 assert_fails_with "only for --loader megatron --saver hf" "$CONVERT" --model-type GPT --loader hf \
@@ -85,6 +99,20 @@ train mixtral "${LLAMA[@]}" --group-query-attention --num-query-groups 2 --untie
 check mixtral MixtralForCausalLM
 grep -q '"num_local_experts": 4' "$WORK/mixtral.hf/config.json" || fail "config.json: not 4 experts"
 
+QWEN3=("${LLAMA[@]}" --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights
+       --disable-bias-linear --qk-layernorm --kv-channels 24)
+step "Qwen3: query/key norms, head size 24 (not hidden / heads)"
+train qwen3 "${QWEN3[@]}"
+check qwen3 Qwen3ForCausalLM
+
+step "Qwen3-MoE: experts in layers 0 and 2 of 4, layers 1 and 3 dense, softmax before top-k"
+train qwen3moe "${QWEN3[@]}" --num-layers 4 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 \
+  --moe-layer-freq 2 --moe-router-pre-softmax --moe-aux-loss-coeff 1e-2
+check qwen3moe Qwen3MoeForCausalLM
+grep -q '"norm_topk_prob": false' "$WORK/qwen3moe.hf/config.json" || fail "config.json: the top-k is renormalised"
+tr -d ' \n' <"$WORK/qwen3moe.hf/config.json" | grep -q '"mlp_only_layers":\[1,3\]' ||
+  fail "config.json: mlp_only_layers is not [1, 3]"
+
 step "Llama trained at TP2 x PP2 (4 ranks) exports from its shards"
 assert_succeeds mpi 4 "${TRAIN_ARGS[@]}" "${LLAMA[@]}" --group-query-attention --num-query-groups 2 \
   --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
@@ -95,17 +123,10 @@ assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-
   --save-dir "$WORK/again.hf"
 grep -q "tensor-parallel 2 x pipeline-parallel 2" "$WORK/out.txt" || fail "the export did not read the TP2 x PP2 layout"
 
-step "generation: greedy tokens equal transformers' generate on the export; seeds and top-k behave"
-for name in gpt2 llama mixtral; do
-  assert_succeeds "$GENERATE" --load "$WORK/$name.ckpt" --prompt "The quick brown fox jumps" --max-new-tokens 16 \
-    --greedy --print-token-ids
-  grep -q "^The quick brown fox jumps" "$WORK/out.txt" || fail "$name: the text does not start with the prompt"
-  prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
-  ours=$(sed -n 's/^generated token ids: //p' "$WORK/err.txt")
-  # shellcheck disable=SC2086  # the ids are separate arguments
-  theirs=$("$PY" "$(dirname "$0")/hf_generate.py" "$WORK/$name.hf" 50257 16 $prompt_ids 2>/dev/null | tail -1)
-  [[ -n $ours && $ours == "$theirs" ]] || fail "$name: ours '$ours', transformers '$theirs'"
-  ok "$name: $(wc -w <<<"$ours") greedy tokens equal transformers' ($ours)"
+step "generation: greedy tokens from the checkpoints (transformers' generate on the exports queued)"
+for name in gpt2 llama mixtral qwen3 qwen3moe; do
+  greedy "$WORK/$name.ckpt" "$WORK/$name.hf" 16 "The quick brown fox jumps"
+  ok "$name: $(wc -w <<<"$ours") greedy tokens ($ours)"
   [[ $name == llama ]] && llama_ours=$ours
 done
 # The prompt from standard input (echo's newline dropped) gives what --prompt gave.
@@ -135,60 +156,54 @@ assert_fails_with "already exists" "$CONVERT" --model-type GPT --loader megatron
   --load-dir "$WORK/gpt2.ckpt" --save-dir "$WORK/gpt2.hf"
 ok "refused"
 
-step "import: random transformers GPT-2, Llama and Mixtral models to TP2 x PP2 checkpoints, same logits"
-for fam in gpt2 llama mixtral; do
-  assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" "$fam" "$WORK/$fam.orig"
+step "transformers agrees with every export: logits within 1e-5, the same greedy tokens"
+hf_checks
+
+IMPORTS=(gpt2 llama mixtral qwen3 qwen3_moe qwen3_moe-fused)
+step "import: random transformers models of each family to TP2 x PP2 checkpoints"
+assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" gpt2 "$WORK/gpt2.orig" llama "$WORK/llama.orig" \
+  mixtral "$WORK/mixtral.orig" qwen3 "$WORK/qwen3.orig" qwen3_moe "$WORK/qwen3_moe.orig"
+mv "$WORK/qwen3_moe.orig-fused" "$WORK/qwen3_moe-fused.orig"
+for fam in "${IMPORTS[@]}"; do
   assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/$fam.orig" \
     --save-dir "$WORK/$fam.imported" --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 \
     --vocab-file "$VOCAB" --merge-file "$MERGES"
   cp "$WORK/out.txt" "$WORK/$fam.import.txt"
   [[ -d $WORK/$fam.imported/iter_0000000/mp_rank_01_001 ]] || fail "$fam: no TP2 x PP2 shard folders"
   assert_succeeds "$LOGITS" "$WORK/$fam.imported" "$WORK/$fam.imported.logits" "${IDS[@]}"
-  class=GPT2LMHeadModel
-  [[ $fam == llama ]] && class=LlamaForCausalLM
-  [[ $fam == mixtral ]] && class=MixtralForCausalLM
-  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$fam.orig" "$WORK/$fam.imported.logits" "$class" "${IDS[@]}"
-  ok "$(tail -1 "$WORK/out.txt")"
-done
-
-step "generation from the imports (random weights: varied tokens) equals transformers' on the originals"
-for fam in gpt2 llama mixtral; do
-  assert_succeeds "$GENERATE" --load "$WORK/$fam.imported" --prompt "Once upon a time" --max-new-tokens 24 --greedy \
-    --ignore-eod --print-token-ids
-  prompt_ids=$(sed -n 's/^prompt token ids: //p' "$WORK/err.txt")
-  ours=$(sed -n 's/^generated token ids: //p' "$WORK/err.txt")
-  # shellcheck disable=SC2086  # the ids are separate arguments
-  theirs=$("$PY" "$(dirname "$0")/hf_generate.py" "$WORK/$fam.orig" 50257 24 $prompt_ids 2>/dev/null | tail -1)
-  [[ -n $ours && $ours == "$theirs" ]] || fail "$fam: ours '$ours', transformers '$theirs'"
+  class=$(sed -n 's/.*(HuggingFace \([A-Za-z0-9]*\)).*/\1/p' "$WORK/$fam.import.txt")
+  # The fused state_dict is compared with transformers' load of the hub-form original.
+  hf_job logits "$WORK/${fam%-fused}.orig" "$WORK/$fam.imported.logits" "$class" "${IDS[@]}"
+  greedy "$WORK/$fam.imported" "$WORK/${fam%-fused}.orig" 24 "Once upon a time" --ignore-eod
   [[ $(tr ' ' '\n' <<<"$ours" | sort -u | wc -l) -gt 4 ]] || fail "$fam: too few distinct tokens to tell anything: $ours"
-  ok "$fam: 24 greedy tokens equal transformers' ($ours)"
+  ok "$fam: imported as $class; 24 greedy tokens ($ours)"
 done
+grep -q -- "--moe-layer-freq '\[1,1,0,1\]'" "$WORK/qwen3_moe.import.txt" ||
+  fail "the Qwen3-MoE import's flags lack its dense layer 2"
+grep -q -- "--tensor-model-parallel-size 2 --sequence-parallel" "$WORK/qwen3_moe.import.txt" ||
+  fail "the Qwen3-MoE import's command line lacks --sequence-parallel (Megatron's rule for experts under TP)"
 
-step "megatron_train loads the imported Llama at TP2 x PP2 without resharding and trains on"
-read -ra flags < <(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
-  "$WORK/llama.import.txt")
-[[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/llama.import.txt"; fail "no megatron_train flags printed"; }
-assert_succeeds mpi 4 "${flags[@]}" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
-  --load "$WORK/llama.imported" --finetune --micro-batch-size 1 --global-batch-size 2 --lr 1e-4 --train-iters 3 \
+step "megatron_train loads the imported Qwen3-MoE at TP2 x PP2 with the printed flags, as it is, and trains on"
+flags_line=$(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
+  "$WORK/qwen3_moe.import.txt")
+eval "flags=($flags_line)"  # the printed words are quoted for a shell
+[[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/qwen3_moe.import.txt"; fail "no megatron_train flags printed"; }
+assert_succeeds mpi 4 "${flags[@]}" --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
+  --load "$WORK/qwen3_moe.imported" --finetune --micro-batch-size 1 --global-batch-size 2 --lr 1e-4 --train-iters 3 \
   --data-path "$GOLDEN" --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 --eval-iters 0
-grep -q "successfully loaded checkpoint from $WORK/llama.imported" "$WORK/out.txt" || fail "no load line"
+grep -q "successfully loaded checkpoint from $WORK/qwen3_moe.imported" "$WORK/out.txt" || fail "no load line"
 grep -q "resharding" "$WORK/out.txt" && fail "the imported checkpoint was resharded: its layout is not TP2 x PP2"
 grep -q "iteration        3/       3" "$WORK/out.txt" || fail "training did not go on"
+grep -q "load_balancing_loss" "$WORK/out.txt" || fail "no load-balancing loss in the iteration lines"
 ok "loaded as saved and trained 3 iterations"
 
-step "exporting the imported Llama and Mixtral gives back the original tensors"
-for fam in llama mixtral; do
+step "exporting each import gives back the original tensors"
+for fam in llama mixtral qwen3 qwen3_moe; do
   assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$WORK/$fam.imported" \
     --save-dir "$WORK/$fam.back"
-  assert_succeeds "$PY" - "$WORK/$fam.orig" "$WORK/$fam.back" <<'PY'
-import sys
-import torch
-from safetensors.torch import load_file
-a, b = load_file(sys.argv[1] + "/model.safetensors"), load_file(sys.argv[2] + "/model.safetensors")
-assert sorted(a) == sorted(b), (sorted(set(a) ^ set(b)))
-for name in a:
-    assert a[name].shape == b[name].shape and torch.equal(a[name], b[name]), name
-print(f"{len(a)} tensors equal")
-PY
-  ok "$fam: $(tail -1 "$WORK/out.txt")"
+  hf_job tensors_equal "$WORK/$fam.orig" "$WORK/$fam.back"
 done
+ok "exported"
+
+step "transformers agrees with every import: logits within 1e-5, the same greedy tokens; exports give the originals back"
+hf_checks

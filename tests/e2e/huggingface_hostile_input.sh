@@ -72,9 +72,7 @@ refused() {
 }
 
 step "random transformers GPT-2 (tied) and Llama (untied, 2 key/value heads of 16) models"
-for fam in gpt2 llama; do
-  assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" "$fam" "$WORK/$fam.hf"
-done
+assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" gpt2 "$WORK/gpt2.hf" llama "$WORK/llama.hf"
 ok "written"
 
 step "a tied config.json whose files hold a different lm_head imports untied, with transformers' logits"
@@ -88,9 +86,9 @@ for name in gpt2head llamatied; do
   class=GPT2LMHeadModel
   [[ $name == llamatied ]] && class=LlamaForCausalLM
   # transformers warns "both are present ... we will NOT tie them" and keeps the file's lm_head.
-  assert_succeeds "$PY" "$(dirname "$0")/hf_compare.py" "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
-  ok "$name: $(tail -1 "$WORK/out.txt")"
+  hf_job logits "$WORK/$name.hf" "$WORK/$name.logits" "$class" "${IDS[@]}"
 done
+hf_checks
 
 step "config.json contradicting the tensors is refused naming the tensor, before anything is reshaped"
 edit llama kvnull 'config["num_key_value_heads"] = None'  # transformers: one key/value head per query head

@@ -36,6 +36,9 @@ need_tools() {
   done
 }
 
+# transformers only ever reads local folders here: no waiting on the hub where it is unreachable.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/megatron-e2e.XXXXXX")
 [[ -n ${MEGATRON_E2E_KEEP:-} ]] || trap 'chmod -R u+rwX "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
@@ -135,6 +138,23 @@ fresh_dir() {
   rm -rf "${WORK:?}/$1"
   mkdir -p "$WORK/$1"
   echo "$WORK/$1"
+}
+
+# hf_job WORDS...: queues one check of tests/e2e/hf_check.py (see its usage) for hf_checks.
+hf_job() { echo "$*" >>"$WORK/hf_jobs.txt"; }
+
+# hf_checks: runs the queued checks in one Python process (transformers takes seconds to start),
+# printing each result; fails when any failed. The queue is emptied.
+hf_checks() {
+  local rc=0
+  "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/hf_check.py" "$WORK/hf_jobs.txt" >"$WORK/hf_checks.txt" 2>"$WORK/err.txt" || rc=$?
+  sed -n 's/^ok: /   ok: /p' "$WORK/hf_checks.txt"
+  rm -f "$WORK/hf_jobs.txt"
+  if [[ $rc -ne 0 ]]; then
+    grep "^FAIL" "$WORK/hf_checks.txt" >&2
+    [[ -s $WORK/err.txt ]] && show "$WORK/err.txt" stderr
+    fail "transformers disagrees (above)"
+  fi
 }
 
 # losses FILE: "iteration loss" per iteration line of FILE (megatron_train's log format).

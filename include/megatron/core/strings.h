@@ -36,6 +36,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // The candidate closest to `name`, or "" when none is reasonably close.
 std::string closest_match(std::string_view name, const std::vector<std::string>& candidates);
 
+// One word of a POSIX shell command line, as Python's shlex.quote writes it: as it is when it is
+// non-empty and made of letters, digits and @%+=:,./-_ only, otherwise in single quotes (each '
+// written as '"'"').
+std::string shell_word(std::string_view text);
+
 // The parts with `separator` between them: join({"a", "b"}, ", ") is "a, b".
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 

@@ -1,4 +1,4 @@
-// HuggingFace's two decoder families, written from and read into Megatron's parameters.
+// HuggingFace's decoder families, written from and read into Megatron's parameters.
 //   - GPT2LMHeadModel: learned positions, LayerNorm, GeLU (gelu_new for Megatron's fused tanh
 //     GeLU, gelu for --no-bias-gelu-fusion), multi-head attention, tied or untied output layer.
 //   - LlamaForCausalLM: RoPE (rotate-half, whole head), RMSNorm, SwiGLU, any number of query
@@ -7,6 +7,13 @@
 //     experts, softmax router whose top-k probabilities are renormalised: Megatron's default
 //     routing, without --moe-router-pre-softmax), no shared expert, no biases, dropless. The
 //     experts are written as the hub's checkpoints hold them (block_sparse_moe.experts.<j>.w1/w2/w3).
+//   - Qwen3ForCausalLM: Llama without biases and with --qk-layernorm (q_norm / k_norm: each head's
+//     queries and keys RMS-normalised before RoPE), any head size.
+//   - Qwen3MoeForCausalLM: Qwen3's attention with experts in the layers --moe-layer-freq picks
+//     (the others dense: config.json's mlp_only_layers), the top-k probabilities renormalised
+//     (norm_topk_prob) or, with --moe-router-pre-softmax, not; the hub's per-expert tensors
+//     (mlp.experts.<j>.gate_proj/up_proj/down_proj). The import also reads transformers'
+//     in-memory fused form (mlp.experts.gate_up_proj, a model's state_dict saved as it is).
 // Anything else (RoPE with LayerNorm, partial or interleaved rotary, ...) is refused, naming the
 // setting. The export cuts Megatron's padded vocabulary back to the tokenizer's size. The HF
 // names, GPT-2's Conv1D [in, out] layout, Llama's separate q/k/v and gate/up projections and the
@@ -28,12 +35,15 @@
 
 namespace megatron::interop {
 
-enum class HfFamily { kGpt2, kLlama, kMixtral };
+enum class HfFamily { kGpt2, kLlama, kMixtral, kQwen3, kQwen3Moe };
 
-// transformers' class of a family: "GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM".
+// transformers' class of a family ("GPT2LMHeadModel", "LlamaForCausalLM", "MixtralForCausalLM",
+// "Qwen3ForCausalLM", "Qwen3MoeForCausalLM") and config.json's model_type ("gpt2", ...,
+// "qwen3_moe").
 const char* hf_architecture(HfFamily family);
+const char* hf_model_type(HfFamily family);
 
-// Which family can hold this model; throws megatron::Error naming every setting neither can.
+// Which family can hold this model; throws megatron::Error naming every setting none can.
 HfFamily hf_family_of(const model::ModelConfig& c);
 
 struct HfExport {
@@ -61,7 +71,7 @@ HfExport to_hf(const model::ModelConfig& c, const std::vector<std::pair<std::str
 void write_hf_folder(const std::string& dir, const HfExport& model, const tokenizer::TokenizerOptions& tokenizer,
                      std::int64_t model_max_length, std::uint64_t max_shard_bytes);
 
-// The other way: a HuggingFace GPT-2 or Llama folder (config.json, model.safetensors or shards with
+// The other way: a HuggingFace folder of one of these families (config.json, model.safetensors or shards with
 // an index; as transformers' save_pretrained writes them) becomes a model-only checkpoint in
 // <save_dir> for tensor-parallel `tp` x pipeline-parallel `pp` (iteration 0, no optimizer or RNG
 // state: continue pretraining from it with --load and --finetune, or --no-load-optim
@@ -76,6 +86,7 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const tokeni
 struct HfImport {
   HfFamily family = HfFamily::kGpt2;
   std::vector<std::string> model_flags;
+  bool has_experts = false;  // an MoE model (megatron_train needs --sequence-parallel with TP > 1)
   std::vector<std::string> notes;  // what the import decided that config.json did not say
 };
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,

@@ -111,6 +111,18 @@ TEST(ThrowIfProblems, ReportsEveryProblemTogether) {
   }
 }
 
+// Expected values from Python's shlex.quote.
+TEST(ShellWord, QuotesAsShlexQuoteDoes) {
+  EXPECT_EQ(shell_word("--moe-layer-freq"), "--moe-layer-freq");
+  EXPECT_EQ(shell_word("a_b@%+=:,./-Z9"), "a_b@%+=:,./-Z9");
+  EXPECT_EQ(shell_word("[0,1,0,1]"), "'[0,1,0,1]'");
+  EXPECT_EQ(shell_word("/a b/c"), "'/a b/c'");
+  EXPECT_EQ(shell_word("it's"), "'it'\"'\"'s'");
+  EXPECT_EQ(shell_word(""), "''");
+  EXPECT_EQ(shell_word("x$y"), "'x$y'");
+  EXPECT_EQ(shell_word("\xc3\xa9"), "'\xc3\xa9'");
+}
+
 TEST(HumanBytes, UsesBinaryUnits) {
   EXPECT_EQ(human_bytes(512), "512 B");
   EXPECT_EQ(human_bytes(1536), "1.50 KiB");

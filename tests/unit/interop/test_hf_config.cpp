@@ -27,6 +27,14 @@ json gpt2() {
           {"n_positions", 20}};
 }
 
+json qwen3_moe() {
+  return {{"model_type", "qwen3_moe"},    {"vocab_size", 50257},      {"hidden_size", 48},
+          {"intermediate_size", 64},      {"moe_intermediate_size", 32}, {"num_hidden_layers", 6},
+          {"num_attention_heads", 4},     {"num_key_value_heads", 2}, {"head_dim", 16},
+          {"num_experts", 8},             {"num_experts_per_tok", 2}, {"norm_topk_prob", true},
+          {"decoder_sparse_step", 2},     {"mlp_only_layers", {3}}};
+}
+
 std::string refusal(const json& config) {
   return testing::error_of([&] { read_hf_config(config, "hf/config.json"); });
 }
@@ -103,6 +111,58 @@ TEST(HfConfig, RefusesGpt2HeadsThatDoNotSplitTheHiddenSize) {
   json g = gpt2();
   g["n_head"] = 5;
   testing::expect_contains(refusal(g), {"n_embd 48 is not divisible by n_head 5"});
+}
+
+// transformers' Qwen3MoeDecoderLayer has experts where (i + 1) % decoder_sparse_step == 0 and i
+// is not in mlp_only_layers; norm_topk_prob renormalises the top-k (Megatron's default), its
+// absence (false) is --moe-router-pre-softmax.
+TEST(HfConfig, ReadsQwen3MoeLayersRouterAndHeads) {
+  const HfConfig c = read_hf_config(qwen3_moe(), "hf/config.json");
+  EXPECT_EQ(c.family, HfFamily::kQwen3Moe);
+  EXPECT_TRUE(c.model.qk_layernorm);
+  EXPECT_EQ(c.model.kv_channels, 16);
+  EXPECT_EQ(c.model.ffn_hidden_size, 64);
+  EXPECT_EQ(c.model.moe.ffn_hidden_size, 32);
+  EXPECT_EQ(c.model.moe.num_experts, 8);
+  EXPECT_FALSE(c.model.moe.router_pre_softmax);
+  EXPECT_EQ(c.model.moe.layer_pattern, (std::vector<int>{0, 1, 0, 0, 0, 1}));
+  const std::vector<std::string> flags = megatron_model_flags(c.model);
+  const auto at = std::find(flags.begin(), flags.end(), "--moe-layer-freq");
+  ASSERT_NE(at, flags.end());
+  EXPECT_EQ(*(at + 1), "[0,1,0,0,0,1]");
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "--qk-layernorm"), flags.end());
+  EXPECT_EQ(std::find(flags.begin(), flags.end(), "--moe-router-pre-softmax"), flags.end());
+
+  json j = qwen3_moe();
+  for (const char* key : {"norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "num_experts"}) j.erase(key);
+  j["num_local_experts"] = 4;  // transformers' save_pretrained writes the attribute's other name
+  const HfConfig d = read_hf_config(j, "hf/config.json");
+  EXPECT_TRUE(d.model.moe.router_pre_softmax);
+  EXPECT_TRUE(d.model.moe.layer_pattern.empty());
+  EXPECT_EQ(d.model.moe.num_moe_layers(6), 6);
+  EXPECT_EQ(d.model.moe.num_experts, 4);
+  j["num_local_experts"] = 0;  // no experts: a dense Qwen3 with query/key norms
+  const HfConfig dense = read_hf_config(j, "hf/config.json");
+  EXPECT_FALSE(dense.model.moe.enabled());
+  EXPECT_TRUE(dense.model.qk_layernorm);
+}
+
+TEST(HfConfig, Qwen3HeadSizeDefaultAndWhatItCannotBe) {
+  json q = llama();
+  q["model_type"] = "qwen3";
+  EXPECT_EQ(read_hf_config(q, "hf/config.json").model.kv_channels, 128);  // Qwen3Config's head_dim
+  q["use_sliding_window"] = true;
+  q["sliding_window"] = 16;
+  q["max_window_layers"] = 2;  // no layer from 2 on: no sliding layer
+  EXPECT_EQ(read_hf_config(q, "hf/config.json").family, HfFamily::kQwen3);
+  q["max_window_layers"] = 1;
+  q["attention_bias"] = true;
+  testing::expect_contains(refusal(q), {"sliding_window 16", "attention_bias: Qwen3's MLP has no biases"});
+  json m = qwen3_moe();
+  m["mlp_only_layers"] = "3";
+  m["num_experts_per_tok"] = 9;
+  testing::expect_contains(refusal(m), {"mlp_only_layers is \"3\"; expected a list of whole numbers",
+                                        "num_experts_per_tok 9 is more than num_experts 8"});
 }
 
 TEST(HfConfig, FlagsDescribeTheModel) {

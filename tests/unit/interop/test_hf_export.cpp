@@ -201,6 +201,56 @@ TEST(HfFamily, RefusesModelsNeitherFamilyHoldsNamingTheSetting) {
   moe.moe.layer_freq = 2;
   testing::expect_contains(testing::error_of([&] { hf_family_of(moe); }),
                            {"Mixtral has no shared expert", "--moe-router-pre-softmax", "--moe-layer-freq 2"});
+  // With query/key norms the same settings but the shared expert are Qwen3-MoE's; Qwen3 has no biases.
+  moe.qk_layernorm = true;
+  moe.moe.shared_expert_intermediate_size = 0;
+  EXPECT_EQ(hf_family_of(moe), HfFamily::kQwen3Moe);
+  model::ModelConfig qwen3 = testing::hf_llama_config();
+  qwen3.qk_layernorm = true;
+  testing::expect_contains(testing::error_of([&] { hf_family_of(qwen3); }), {"linear biases: Qwen3 has none"});
+  qwen3.add_bias_linear = false;
+  EXPECT_EQ(hf_family_of(qwen3), HfFamily::kQwen3);
+  model::ModelConfig gpt2 = testing::hf_gpt2_config();
+  gpt2.qk_layernorm = true;
+  testing::expect_contains(testing::error_of([&] { hf_family_of(gpt2); }), {"--qk-layernorm: GPT-2"});
+}
+
+// Qwen3-MoE as the hub's files hold it (transformers' Qwen3MoeForCausalLM.save_pretrained): q_norm
+// and k_norm per layer, the router as mlp.gate, experts.<j>.gate_proj/up_proj/down_proj, and the
+// dense layers' plain MLP, listed in config.json's mlp_only_layers.
+TEST(HfExport, Qwen3MoeLayersAreTheHubsTensors) {
+  model::ModelConfig c = testing::hf_llama_config();
+  c.add_bias_linear = false;
+  c.qk_layernorm = true;
+  c.moe.num_experts = 3;
+  c.moe.ffn_hidden_size = 40;
+  c.moe.layer_pattern = {0, 1};
+  c.moe.router_pre_softmax = true;
+  const auto params = testing::full_parameters(c);
+  const HfExport out = to_hf(c, params, 0, testing::kGpt2Tokens);
+  EXPECT_EQ(out.family, HfFamily::kQwen3Moe);
+  std::map<std::string, at::Tensor> hf(out.tensors.begin(), out.tensors.end());
+  std::map<std::string, at::Tensor> ours(params.begin(), params.end());
+  const at::Tensor fc1 = ours.at("decoder.layers.1.mlp.experts.linear_fc1.weight");
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.mlp.experts.2.gate_proj.weight"), fc1[2].narrow(0, 0, 40)));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.mlp.experts.2.up_proj.weight"), fc1[2].narrow(0, 40, 40)));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.mlp.experts.1.down_proj.weight"),
+                        ours.at("decoder.layers.1.mlp.experts.linear_fc2.weight")[1]));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.1.mlp.gate.weight"), ours.at("decoder.layers.1.mlp.router.weight")));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.0.mlp.gate_proj.weight"),
+                        ours.at("decoder.layers.0.mlp.linear_fc1.weight").narrow(0, 0, 64)));
+  EXPECT_TRUE(at::equal(hf.at("model.layers.0.self_attn.q_norm.weight"),
+                        ours.at("decoder.layers.0.self_attention.q_layernorm.weight")));
+  EXPECT_EQ(hf.at("model.layers.1.self_attn.k_norm.weight").sizes(), at::IntArrayRef({12}));
+  EXPECT_EQ(hf.count("model.layers.0.mlp.gate.weight"), 0u);
+  EXPECT_EQ(out.config.at("model_type"), "qwen3_moe");
+  EXPECT_EQ(out.config.at("architectures")[0], "Qwen3MoeForCausalLM");
+  EXPECT_EQ(out.config.at("mlp_only_layers"), nlohmann::ordered_json::array({0}));
+  EXPECT_EQ(out.config.at("decoder_sparse_step"), 1);
+  EXPECT_EQ(out.config.at("norm_topk_prob"), false);
+  EXPECT_EQ(out.config.at("num_experts"), 3);
+  EXPECT_EQ(out.config.at("moe_intermediate_size"), 40);
+  EXPECT_EQ(out.config.at("intermediate_size"), 64);
 }
 
 // Mixtral's experts under the hub's names: block_sparse_moe.gate, experts.<j>.w1 (gate), w3 (up)

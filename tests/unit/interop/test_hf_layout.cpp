@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,28 @@ TEST(HfExport, LlamaFc1IsGateThenUp) {
   expect_equal(named(out.tensors, "model.layers.0.mlp.up_proj.weight"), fc1.slice(0, 64, 128), "up_proj.weight");
   expect_equal(named(out.tensors, "model.layers.0.mlp.gate_proj.bias"), fc1_bias.slice(0, 0, 64), "gate_proj.bias");
   expect_equal(named(out.tensors, "model.layers.0.mlp.up_proj.bias"), fc1_bias.slice(0, 64, 128), "up_proj.bias");
+}
+
+// transformers' in-memory experts (Qwen3MoeExperts / MixtralExperts: gate_up_proj [E, 2F, h] with
+// each expert's gate rows first, down_proj [E, h, F]) become the hub's per-expert tensors.
+TEST(HfLayout, FusedExpertsSplitIntoTheHubsPerExpertTensors) {
+  const at::Tensor gate_up = at::arange(2 * 6 * 3, at::kFloat).reshape({2, 6, 3});
+  const at::Tensor down = at::arange(2 * 3 * 3, at::kFloat).reshape({2, 3, 3}) + 100;
+  std::map<std::string, at::Tensor> t{{"model.layers.1.mlp.experts.gate_up_proj", gate_up},
+                                      {"model.layers.1.mlp.experts.down_proj", down},
+                                      {"model.layers.1.mlp.gate.weight", at::ones({2, 3})}};
+  std::map<std::string, at::Tensor> mixtral = t;
+  detail::split_fused_experts(t, HfFamily::kQwen3Moe);
+  EXPECT_EQ(t.size(), 7u);  // the router and 2 x 3 projections
+  expect_equal(t.at("model.layers.1.mlp.experts.1.gate_proj.weight"), gate_up[1].narrow(0, 0, 3), "1.gate_proj.weight");
+  expect_equal(t.at("model.layers.1.mlp.experts.1.up_proj.weight"), gate_up[1].narrow(0, 3, 3), "1.up_proj.weight");
+  expect_equal(t.at("model.layers.1.mlp.experts.0.down_proj.weight"), down[0], "0.down_proj.weight");
+  EXPECT_EQ(t.count("model.layers.1.mlp.gate.weight"), 1u);
+  detail::split_fused_experts(mixtral, HfFamily::kMixtral);
+  expect_equal(mixtral.at("model.layers.1.block_sparse_moe.experts.0.w3.weight"), gate_up[0].narrow(0, 3, 3), "0.w3.weight");
+  expect_equal(mixtral.at("model.layers.1.block_sparse_moe.experts.1.w2.weight"), down[1], "1.w2.weight");
+  EXPECT_EQ(mixtral.count("model.layers.1.block_sparse_moe.gate.weight"), 1u);
+  EXPECT_EQ(mixtral.count("model.layers.1.mlp.gate.weight"), 0u);
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ grep -q -- "--tensor-model-parallel-size 2 --sequence-parallel" "$WORK/qwen3_moe
 step "megatron_train loads the imported Qwen3-MoE at TP2 x PP2 with the printed flags, as it is, and trains on"
 flags_line=$(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
   "$WORK/qwen3_moe.import.txt")
+flags=()
 eval "flags=($flags_line)"  # the printed words are quoted for a shell
 [[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/qwen3_moe.import.txt"; fail "no megatron_train flags printed"; }
 assert_succeeds mpi 4 "${flags[@]}" --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \

@@ -11,11 +11,13 @@ Megatron's class for the type, with Megatron's interface (tokenize(text), eod, v
 type by adding a branch there. Everything else reads ids through megatron_ids().
 Usage: megatron_preprocess.py --input X.jsonl --output-prefix P --tokenizer-type T
        [--tokenizer-model M] [--append-eod] [--json-keys K...]
+   or: megatron_preprocess.py --jobs FILE (one such command line per line, run in one process)
 """
 
 import argparse
 import json
 import os
+import shlex
 import sys
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,7 +94,7 @@ def encode(args, json_line):
     return ids, lens, len(json_line)
 
 
-def main():
+def parse(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--input", required=True)
     parser.add_argument("--output-prefix", required=True)
@@ -100,8 +102,10 @@ def main():
     parser.add_argument("--tokenizer-type", required=True)
     parser.add_argument("--tokenizer-model")
     parser.add_argument("--append-eod", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
 
+
+def preprocess(args):
     from megatron.core.datasets import indexed_dataset
 
     tokenizer = megatron_tokenizer(args.tokenizer_type, args)
@@ -118,6 +122,18 @@ def main():
     # Megatron finalizes only the last key's builder (its loop variable); with one key, the same.
     for key in args.json_keys:
         builders[key].finalize(f"{args.output_prefix}_{key}_document.idx")
+
+
+def main():
+    # --jobs FILE: one run per line (its flags, as a shell splits them), all in this process:
+    # importing megatron-core takes seconds.
+    if sys.argv[1:2] == ["--jobs"]:
+        with open(sys.argv[2], encoding="utf-8") as jobs:
+            for line in jobs:
+                if line.strip():
+                    preprocess(parse(shlex.split(line)))
+    else:
+        preprocess(parse(sys.argv[1:]))
 
 
 if __name__ == "__main__":

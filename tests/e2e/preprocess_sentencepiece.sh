@@ -22,23 +22,28 @@ assert_succeeds "$PYTHON" "$TESTS/unit/tokenizer/sentencepiece_reference.py" --o
 } >docs.jsonl
 ok "$(wc -l <docs.jsonl) documents"
 
-# same TYPE MODEL [FLAGS...]: ours and Megatron's datasets for docs.jsonl are byte-identical.
-same() {
-  local type=$1 model=$2
-  shift 2
-  local name="${type}_${model}${1:+_eod}"
-  assert_succeeds "$PYTHON" "$TESTS/e2e/megatron_preprocess.py" --input docs.jsonl --output-prefix "megatron_$name" \
-    --tokenizer-type "$type" --tokenizer-model "models/$model.model" "$@"
-  assert_succeeds "$PREPROCESS" --input docs.jsonl --output-prefix "ours_$name" --workers 2 \
-    --tokenizer-type "$type" --tokenizer-model "models/$model.model" "$@"
-  assert_same_dataset "ours_${name}_text_document" "megatron_${name}_text_document"
-}
-
+# Megatron's datasets, all made in one Python process (importing megatron-core takes seconds).
+CASES=()
 for type in SentencePieceTokenizer GPTSentencePieceTokenizer Llama2Tokenizer; do
-  step "$type: identical to Megatron's, with and without --append-eod"
-  same "$type" llama_bpe --append-eod
-  same "$type" bpe_user --append-eod
-  same "$type" llama_bpe
+  CASES+=("$type llama_bpe --append-eod" "$type bpe_user --append-eod" "$type llama_bpe")
+done
+for case in "${CASES[@]}"; do
+  read -r type model flags <<<"$case"
+  echo "--input docs.jsonl --output-prefix megatron_${type}_${model}${flags:+_eod} --tokenizer-type $type" \
+    "--tokenizer-model models/$model.model $flags"
+done >megatron_jobs.txt
+step "Megatron's preprocessing of the ${#CASES[@]} cases"
+assert_succeeds "$PYTHON" "$TESTS/e2e/megatron_preprocess.py" --jobs megatron_jobs.txt
+ok "written"
+
+for case in "${CASES[@]}"; do
+  read -r type model flags <<<"$case"
+  name="${type}_${model}${flags:+_eod}"
+  step "$type, $model${flags:+, --append-eod}: identical to Megatron's"
+  # shellcheck disable=SC2086  # the flags are separate words
+  assert_succeeds "$PREPROCESS" --input docs.jsonl --output-prefix "ours_$name" --workers 2 \
+    --tokenizer-type "$type" --tokenizer-model "models/$model.model" $flags
+  assert_same_dataset "ours_${name}_text_document" "megatron_${name}_text_document"
 done
 
 step "--vocab-extra-ids is accepted and ignored (Megatron's preprocess_data forces 0)"

@@ -1,6 +1,7 @@
 // Megatron's validate_args and TransformerConfig checks for the mixture-of-experts flags, and the
 // defaults they derive (--moe-ffn-hidden-size, --expert-tensor-parallel-size); what this build
 // does not run yet is refused by name, together with every other problem.
+#include "megatron/core/check.h"
 #include "megatron/model/moe_config.h"
 #include "resolve_arguments.h"
 
@@ -22,7 +23,7 @@ void Resolver::moe() {
   if (!e.moe_ffn_hidden_size) e.moe_ffn_hidden_size = a_.model.ffn_hidden_size;
   try {
     e.moe_layer_freq = model::moe_layer_freq_text(model::parse_moe_layer_freq(e.moe_layer_freq));
-  } catch (const std::exception& error) {
+  } catch (const Error& error) {  // parse_moe_layer_freq names the flag and the position
     problem(error.what());
     return;
   }

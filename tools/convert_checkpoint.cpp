@@ -3,9 +3,10 @@
 //   --loader megatron --saver hf: a checkpoint of any TP x PP layout becomes a folder that
 //   transformers' from_pretrained loads (GPT2LMHeadModel or LlamaForCausalLM, chosen by the
 //   model's architecture; see megatron/interop/loaded_model.h).
-//   --loader hf --saver megatron: a GPT-2 or Llama folder becomes a model-only checkpoint for
-//   --target-tensor-parallel-size x --target-pipeline-parallel-size; the matching megatron_train
-//   flags are printed.
+//   --loader hf --saver megatron: a folder of one of those families becomes a model-only
+//   checkpoint for --target-tensor-parallel-size x --target-pipeline-parallel-size (x
+//   --target-expert-parallel-size for a mixture of experts); the matching megatron_train command
+//   line is printed.
 // Long flags may be abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -35,13 +36,15 @@ int run(int argc, char** argv) {
   std::string dtype = "float32";
   std::string max_shard = "5GB";
   std::int64_t iteration = 0;
-  int target_tp = 1, target_pp = 1;
+  int target_tp = 1, target_pp = 1, target_ep = 1;
   app.add_option("--model-type", model_type, "Model type (GPT)")->capture_default_str();
   app.add_option("--loader", loader, "Format of --load-dir: megatron or hf")->required();
   app.add_option("--saver", saver, "Format of --save-dir: hf or megatron")->required();
   app.add_option("--target-tensor-parallel-size", target_tp, "--saver megatron: tensor-parallel size")
       ->capture_default_str();
   app.add_option("--target-pipeline-parallel-size", target_pp, "--saver megatron: pipeline-parallel size")
+      ->capture_default_str();
+  app.add_option("--target-expert-parallel-size", target_ep, "--saver megatron: expert-parallel size (MoE models)")
       ->capture_default_str();
   app.add_option("--load-dir", load_dir, "Checkpoint folder to read (its latest iteration)")->required();
   app.add_option("--save-dir", save_dir, "Folder to write; must not exist")->required();
@@ -78,7 +81,8 @@ int run(int argc, char** argv) {
   }
   // Flags of the other direction would be silently without effect: refuse them instead.
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
-  for (const char* flag : {"--target-tensor-parallel-size", "--target-pipeline-parallel-size"}) {
+  for (const char* flag :
+       {"--target-tensor-parallel-size", "--target-pipeline-parallel-size", "--target-expert-parallel-size"}) {
     if (to_hf && given(flag)) problems.push_back(std::string(flag) + ": only for --saver megatron");
   }
   for (const char* flag : {"--ckpt-iteration", "--hf-dtype", "--max-shard-size"}) {
@@ -86,6 +90,7 @@ int run(int argc, char** argv) {
   }
   if (target_tp < 1) problems.push_back("--target-tensor-parallel-size must be >= 1");
   if (target_pp < 1) problems.push_back("--target-pipeline-parallel-size must be >= 1");
+  if (target_ep < 1) problems.push_back("--target-expert-parallel-size must be >= 1");
   const at::ScalarType type = dtype == "float32"    ? at::kFloat
                               : dtype == "bfloat16" ? at::kBFloat16
                               : dtype == "float16"  ? at::kHalf
@@ -104,7 +109,7 @@ int run(int argc, char** argv) {
   if (from_hf) {
     const auto tokenizer = megatron::interop::hf_folder_tokenizer(load_dir, {vocab_file, merge_file, tokenizer_model});
     const megatron::interop::HfImport imported =
-        megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, tokenizer);
+        megatron::interop::import_hf(load_dir, save_dir, target_tp, target_pp, target_ep, tokenizer);
     for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
     // A command line to paste into a shell: each word quoted as the shell needs.
     std::vector<std::string> words = imported.model_flags;
@@ -117,13 +122,16 @@ int run(int argc, char** argv) {
     if (tokenizer.vocab_extra_ids > 0) words.insert(words.end(), {"--vocab-extra-ids", std::to_string(tokenizer.vocab_extra_ids)});
     std::string flags;
     for (const auto& word : words) flags += " " + megatron::shell_word(word);
-    std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d, iteration 0, "
-                "model only\ntrain from it with: megatron_train%s --tensor-model-parallel-size %d%s "
-                "--pipeline-model-parallel-size %d --load %s --finetune ...\n",
+    const std::string expert_layout = target_ep > 1 ? " x expert-parallel " + std::to_string(target_ep) : "";
+    std::string layout_flags = " --tensor-model-parallel-size " + std::to_string(target_tp);
+    // Megatron requires sequence parallelism with experts under TP.
+    if (target_tp > 1 && imported.has_experts) layout_flags += " --sequence-parallel";
+    layout_flags += " --pipeline-model-parallel-size " + std::to_string(target_pp);
+    if (target_ep > 1) layout_flags += " --expert-model-parallel-size " + std::to_string(target_ep);
+    std::printf("converted %s (HuggingFace %s) to %s for tensor-parallel %d x pipeline-parallel %d%s, iteration 0, "
+                "model only\ntrain from it with: megatron_train%s%s --load %s --finetune ...\n",
                 load_dir.c_str(), megatron::interop::hf_architecture(imported.family), save_dir.c_str(), target_tp,
-                target_pp, flags.c_str(), target_tp,
-                // Megatron requires sequence parallelism with experts under TP.
-                target_tp > 1 && imported.has_experts ? " --sequence-parallel" : "", target_pp,
+                target_pp, expert_layout.c_str(), flags.c_str(), layout_flags.c_str(),
                 megatron::shell_word(save_dir).c_str());
     return 0;
   }

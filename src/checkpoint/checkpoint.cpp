@@ -266,7 +266,7 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 }
 
 void save_model_shards(const std::string& root, const CheckpointState& common,
-                       const std::vector<std::pair<std::string, NamedTensors>>& shards) {
+                       const std::vector<std::pair<std::string, NamedTensors>>& shards, int ep) {
   // The folder is this converter's alone while it writes: a training run saving there (or another
   // converter) holds its lock; what killed converters left behind goes first.
   const auto lock = lock_save_folder(root);
@@ -284,6 +284,7 @@ void save_model_shards(const std::string& root, const CheckpointState& common,
     fs::create_directories(dir);
     ShardWriter writer;
     writer.shard = shard;
+    writer.ep = ep;
     nlohmann::json meta = detail::meta_without_files(common, writer);
     meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
     write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");

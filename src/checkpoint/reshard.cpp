@@ -170,14 +170,8 @@ class Resharder {
   }
   // This rank's part of a full tensor: its block of the experts for expert weights, then its TP shard.
   at::Tensor cut(const at::Tensor& full, const parallel::TensorParallelLayout& layout) const {
-    at::Tensor mine = full;
-    if (layout.expert_parallel && target_.ep > 1) {
-      MEGATRON_CHECK(full.size(0) % target_.ep == 0, "cannot split ", full.size(0), " experts over ", target_.ep,
-                     " expert-parallel ranks");
-      const std::int64_t block = full.size(0) / target_.ep;
-      mine = full.narrow(0, target_.ep_rank * block, block);
-    }
-    return parallel::shard_of_full(mine, layout, target_.tp_rank, target_.tp);
+    return parallel::shard_of_full(parallel::expert_block(full, layout, target_.ep_rank, target_.ep), layout,
+                                   target_.tp_rank, target_.tp);
   }
 
   std::string root_;

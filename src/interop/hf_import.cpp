@@ -102,7 +102,7 @@ tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const
   return o;
 }
 
-HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
+HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp, int ep,
                    const tokenizer::TokenizerOptions& tokenizer_options) {
   const fs::path dir(hf_dir);
   const std::string config_path = (dir / "config.json").string();
@@ -132,6 +132,11 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   if (c.moe.enabled()) divides(c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), tp, "the experts' MLP size", "--target-tensor-parallel-size");
   divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
+  if (ep > 1 && !c.moe.enabled()) {
+    problems.push_back(str_cat("--target-expert-parallel-size ", ep, ": this model has no experts"));
+  } else if (ep > 1) {
+    divides(c.moe.num_experts, ep, "the experts", "--target-expert-parallel-size");
+  }
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
   const std::string tokenizer_path = tokenizer_options.type == "GPT2BPETokenizer" ? tokenizer_options.vocab_file
@@ -236,7 +241,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   const model::GptModel model(config, pc, parallel::ParameterInit::loaded_later());
   checkpoint::load_parameters(model.named_parameters(), full, hf_dir);
 
-  // Each TP x PP rank's shard under the names its stage gives it.
+  // Each TP x PP (x EP) rank's shard under the names its stage gives it: the dense parameters' TP
+  // shards in every EP rank's folder, the experts' only in their own.
   const parallel::PipelineLayout split{config.num_layers, pp, 1, std::nullopt, std::nullopt};
   const auto& params = model.named_parameters();
   const auto& layouts = model.parameter_layouts();
@@ -244,19 +250,23 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   std::vector<checkpoint::StagePlace> places;
   for (const auto& [name, param] : params) places.push_back(checkpoint::stage_place(name, split));
   for (int p = 0; p < pp; ++p) {
-    for (int r = 0; r < tp; ++r) {
-      checkpoint::NamedTensors mine;
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        const std::string& name = params[i].first;
-        if (places[i].stage == p) {
-          mine.emplace_back(places[i].name, parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
+    for (int e = 0; e < ep; ++e) {
+      for (int r = 0; r < tp; ++r) {
+        checkpoint::NamedTensors mine;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          const std::string& name = params[i].first;
+          const auto shard = [&] {
+            return parallel::shard_of_full(parallel::expert_block(params[i].second.detach(), layouts[i], e, ep),
+                                           layouts[i], r, tp);
+          };
+          if (places[i].stage == p) mine.emplace_back(places[i].name, shard());
+          // Tied embeddings over several stages: the last one keeps its own copy as the output layer.
+          if (tied && pp > 1 && p == pp - 1 && name == "embedding.word_embeddings.weight") {
+            mine.emplace_back("output_layer.weight", shard());
+          }
         }
-        // Tied embeddings over several stages: the last one keeps its own copy as the output layer.
-        if (tied && pp > 1 && p == pp - 1 && name == "embedding.word_embeddings.weight") {
-          mine.emplace_back("output_layer.weight", parallel::shard_of_full(params[i].second.detach(), layouts[i], r, tp));
-        }
+        shards.emplace_back(parallel::ParallelState::checkpoint_shard_name(r, p, pp, e, ep), std::move(mine));
       }
-      shards.emplace_back(parallel::ParallelState::checkpoint_shard_name(r, p, pp), std::move(mine));
     }
   }
   checkpoint::CheckpointState common;
@@ -266,6 +276,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
                    {"num_layers", config.num_layers},
                    {"tensor_model_parallel_size", tp},
                    {"pipeline_model_parallel_size", pp},
+                   {"expert_model_parallel_size", ep},
                    {"tokenizer_type", tokenizer_options.type}};
   if (tokenizer_options.type == "GPT2BPETokenizer") {
     common.config["vocab_file"] = tokenizer_options.vocab_file;
@@ -275,7 +286,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   }
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
   common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));
-  checkpoint::save_model_shards(save_dir, common, shards);
+  checkpoint::save_model_shards(save_dir, common, shards, ep);
   return result;
 }
 

@@ -29,6 +29,14 @@ std::int64_t product(at::IntArrayRef sizes) {
 
 }  // namespace
 
+at::Tensor expert_block(const at::Tensor& full, const TensorParallelLayout& layout, int ep_rank, int ep_size) {
+  if (!layout.expert_parallel || ep_size == 1) return full;
+  MEGATRON_CHECK(full.size(0) % ep_size == 0, "cannot split ", full.size(0), " experts over ", ep_size,
+                 " expert-parallel ranks");
+  const std::int64_t block = full.size(0) / ep_size;
+  return full.narrow(0, ep_rank * block, block);
+}
+
 at::Tensor shard_of_full(const at::Tensor& full, const TensorParallelLayout& layout, int tp_rank, int tp_size) {
   MEGATRON_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size, "internal error: TP rank ", tp_rank,
                  " of ", tp_size);

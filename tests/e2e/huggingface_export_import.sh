@@ -9,8 +9,9 @@
 # name and leaves nothing behind. Import: randomly initialised transformers GPT-2, Llama, Mixtral,
 # Qwen3 and Qwen3-MoE models (and the Qwen3-MoE's state_dict with transformers' fused experts)
 # become TP2 x PP2 checkpoints whose logits and greedy tokens (our model, resharded to one process)
-# equal transformers'; megatron_train loads the imported Qwen3-MoE at TP2 x PP2 with the printed
-# flags as it is and trains on; exporting an import gives back the original tensors.
+# equal transformers'; the Qwen3-MoE imported for PP2 x EP2 too (Megatron's expert folders), which
+# megatron_train loads as it is with the printed command line and trains on; exporting an import
+# gives back the original tensors.
 # transformers' checks are queued and run in one Python process per phase (hf_job / hf_checks).
 # PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
@@ -183,17 +184,35 @@ grep -q -- "--moe-layer-freq '\[1,1,0,1\]'" "$WORK/qwen3_moe.import.txt" ||
 grep -q -- "--tensor-model-parallel-size 2 --sequence-parallel" "$WORK/qwen3_moe.import.txt" ||
   fail "the Qwen3-MoE import's command line lacks --sequence-parallel (Megatron's rule for experts under TP)"
 
-step "megatron_train loads the imported Qwen3-MoE at TP2 x PP2 with the printed flags, as it is, and trains on"
-flags_line=$(sed -n 's/^train from it with: megatron_train \(.*\) --tensor-model-parallel-size.*/\1/p' \
-  "$WORK/qwen3_moe.import.txt")
+step "the Qwen3-MoE imported for PP2 x EP2: Megatron's expert folders, transformers' logits"
+assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$WORK/qwen3_moe.orig" \
+  --save-dir "$WORK/qwen3_moe_ep.imported" --target-pipeline-parallel-size 2 --target-expert-parallel-size 2 \
+  --vocab-file "$VOCAB" --merge-file "$MERGES"
+cp "$WORK/out.txt" "$WORK/qwen3_moe_ep.import.txt"
+grep -q -- "--pipeline-model-parallel-size 2 --expert-model-parallel-size 2 --load" "$WORK/out.txt" ||
+  fail "the printed command line lacks --expert-model-parallel-size 2"
+for folder in mp_rank_00_000_000 mp_rank_00_000_001 mp_rank_00_001_000 mp_rank_00_001_001; do
+  [[ -d $WORK/qwen3_moe_ep.imported/iter_0000000/$folder ]] || fail "no $folder"
+done
+assert_succeeds "$LOGITS" "$WORK/qwen3_moe_ep.imported" "$WORK/qwen3_moe_ep.logits" "${IDS[@]}"
+hf_job logits "$WORK/qwen3_moe.orig" "$WORK/qwen3_moe_ep.logits" Qwen3MoeForCausalLM "${IDS[@]}"
+ok "mp_rank_00_PPP_EEE folders; transformers' check queued"
+assert_fails_with "--target-expert-parallel-size 2: this model has no experts" "$CONVERT" --model-type GPT \
+  --loader hf --saver megatron --load-dir "$WORK/llama.orig" --save-dir "$WORK/unused.ckpt" \
+  --target-expert-parallel-size 2 --vocab-file "$VOCAB" --merge-file "$MERGES"
+assert_fails_with "the experts 4 is not divisible by --target-expert-parallel-size 3" "$CONVERT" --model-type GPT \
+  --loader hf --saver megatron --load-dir "$WORK/qwen3_moe.orig" --save-dir "$WORK/unused.ckpt" \
+  --target-expert-parallel-size 3 --vocab-file "$VOCAB" --merge-file "$MERGES"
+
+step "megatron_train loads it at PP2 x DP2 x EP2 with the printed command line, as it is, and trains on"
+flags_line=$(sed -n 's/^train from it with: megatron_train \(.*\) --finetune.*/\1/p' "$WORK/qwen3_moe_ep.import.txt")
 flags=()
 eval "flags=($flags_line)"  # the printed words are quoted for a shell
-[[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/qwen3_moe.import.txt"; fail "no megatron_train flags printed"; }
-assert_succeeds mpi 4 "${flags[@]}" --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2 \
-  --load "$WORK/qwen3_moe.imported" --finetune --micro-batch-size 1 --global-batch-size 2 --lr 1e-4 --train-iters 3 \
+[[ ${#flags[@]} -gt 10 ]] || { cat "$WORK/qwen3_moe_ep.import.txt"; fail "no megatron_train flags printed"; }
+assert_succeeds mpi 4 "${flags[@]}" --finetune --micro-batch-size 1 --global-batch-size 2 --lr 1e-4 --train-iters 3 \
   --data-path "$GOLDEN" --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 --eval-iters 0
-grep -q "successfully loaded checkpoint from $WORK/qwen3_moe.imported" "$WORK/out.txt" || fail "no load line"
-grep -q "resharding" "$WORK/out.txt" && fail "the imported checkpoint was resharded: its layout is not TP2 x PP2"
+grep -q "successfully loaded checkpoint from $WORK/qwen3_moe_ep.imported" "$WORK/out.txt" || fail "no load line"
+grep -q "resharding" "$WORK/out.txt" && fail "the imported checkpoint was resharded: its layout is not PP2 x EP2"
 grep -q "iteration        3/       3" "$WORK/out.txt" || fail "training did not go on"
 grep -q "load_balancing_loss" "$WORK/out.txt" || fail "no load-balancing loss in the iteration lines"
 ok "loaded as saved and trained 3 iterations"

@@ -94,9 +94,10 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 // model.safetensors and meta.json (counters and config from `common`, no optimizer or RNG state)
 // into iter_XXXXXXX.tmp.<pid>/, renamed into place, then the tracker. `root` must be new or empty
 // (the temporaries of killed converters aside, which are removed); it is locked while written, so
-// a training run saving there, or another converter, is refused by name.
+// a training run saving there, or another converter, is refused by name. `ep`: the shards' expert-
+// parallel size (their names mp_rank_TT[_PPP]_EEE), recorded in meta.json.
 void save_model_shards(const std::string& root, const CheckpointState& common,
-                       const std::vector<std::pair<std::string, NamedTensors>>& shards);
+                       const std::vector<std::pair<std::string, NamedTensors>>& shards, int ep = 1);
 
 // Creates <root> and locks <root>/.lock against a second run saving there (held until the
 // returned lock is destroyed or the process ends); throws naming the process holding it.

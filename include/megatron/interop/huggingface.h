@@ -73,7 +73,8 @@ void write_hf_folder(const std::string& dir, const HfExport& model, const tokeni
 
 // The other way: a HuggingFace folder of one of these families (config.json, model.safetensors or shards with
 // an index; as transformers' save_pretrained writes them) becomes a model-only checkpoint in
-// <save_dir> for tensor-parallel `tp` x pipeline-parallel `pp` (iteration 0, no optimizer or RNG
+// <save_dir> for tensor-parallel `tp` x pipeline-parallel `pp` x expert-parallel `ep` (a mixture of
+// experts' experts split over `ep` folders, Megatron's mp_rank_TT[_PPP]_EEE; iteration 0, no optimizer or RNG
 // state: continue pretraining from it with --load and --finetune, or --no-load-optim
 // --no-load-rng). The vocabulary is padded with zero rows to a multiple of `tp` where needed
 // (Megatron's make-vocab-size-divisible-by x TP). Returns the megatron_train model flags that
@@ -89,7 +90,7 @@ struct HfImport {
   bool has_experts = false;  // an MoE model (megatron_train needs --sequence-parallel with TP > 1)
   std::vector<std::string> notes;  // what the import decided that config.json did not say
 };
-HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp,
+HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp, int ep,
                    const tokenizer::TokenizerOptions& tokenizer);
 
 // The tokenizer of a HuggingFace folder, its paths made absolute: GPT2BPETokenizer for the files

@@ -55,6 +55,10 @@ struct TensorParallelLayout {
   bool sharded() const { return partition_dim >= 0; }
 };
 
+// Expert-parallel rank `ep_rank`'s part of a full tensor: its block of E/EP experts (dim 0) for a
+// tensor whose layout is expert_parallel, the whole tensor otherwise (a view). Throws
+// megatron::Error when the experts do not split evenly.
+at::Tensor expert_block(const at::Tensor& full, const TensorParallelLayout& layout, int ep_rank, int ep_size);
 // This TP rank's shard of a full tensor (a contiguous copy).
 at::Tensor shard_of_full(const at::Tensor& full, const TensorParallelLayout& layout, int tp_rank, int tp_size);
 // The shape of that shard, and where its elements (in order) sit in the full tensor, without the

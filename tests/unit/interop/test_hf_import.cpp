@@ -42,7 +42,7 @@ std::vector<std::string> export_and_import(const model::ModelConfig& c, const Na
   const HfExport out = to_hf(c, params, 50256, kGpt2Tokens);
   write_hf_folder(dir / "hf", out, gpt2_tokenizer(), 1024, shard_bytes);
   const HfImport imported =
-      import_hf(dir / "hf", dir / "ckpt", tp, pp, gpt2_tokenizer());
+      import_hf(dir / "hf", dir / "ckpt", tp, pp, 1, gpt2_tokenizer());
   return imported.model_flags;
 }
 

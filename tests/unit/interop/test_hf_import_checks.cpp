@@ -50,7 +50,7 @@ void write_folder(const model::ModelConfig& c, const Named& params, const fs::pa
 }
 
 HfImport import(const testing::TempDir& dir) {
-  return import_hf(dir / "hf", dir / "ckpt", 1, 1, gpt2_tokenizer());
+  return import_hf(dir / "hf", dir / "ckpt", 1, 1, 1, gpt2_tokenizer());
 }
 
 std::string refusal(const testing::TempDir& dir) {

@@ -31,23 +31,30 @@ import_hf() {  # import_hf NAME: $WORK/NAME.hf -> $WORK/NAME.ckpt
     --save-dir "$WORK/$1.ckpt" --vocab-file "$VOCAB" --merge-file "$MERGES"
 }
 
-# edit FROM TO CODE: copies $WORK/FROM.hf to $WORK/TO.hf, then runs the Python CODE on `config`
-# (config.json as a dict) and `tensors` (model.safetensors as a dict), which are written back.
-edit() {
-  cp -r "$WORK/$1.hf" "$WORK/$2.hf"
-  "$PY" - "$WORK/$2.hf" "$3" <<'PY' || fail "editing $2 failed"
+# edit FROM TO CODE: queues a copy of $WORK/FROM.hf as $WORK/TO.hf on which the Python CODE runs
+# with `config` (config.json as a dict) and `tensors` (model.safetensors as a dict), written back;
+# apply_edits makes every queued copy in one Python process (importing torch takes seconds).
+edit() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$WORK/edits.tsv"; }
+apply_edits() {
+  "$PY" - "$WORK" "$WORK/edits.tsv" <<'PY' || fail "editing the folders failed"
 import json
+import shutil
 import sys
 
 import torch
 from safetensors.torch import load_file, save_file
 
-folder, code = sys.argv[1], sys.argv[2]
-config = json.load(open(folder + "/config.json"))
-tensors = load_file(folder + "/model.safetensors")
-exec(code, {"config": config, "tensors": tensors, "torch": torch})
-json.dump(config, open(folder + "/config.json", "w"), indent=2)
-save_file({k: v.contiguous() for k, v in tensors.items()}, folder + "/model.safetensors", metadata={"format": "pt"})
+work = sys.argv[1]
+for line in open(sys.argv[2], encoding="utf-8"):
+    source, target, code = line.rstrip("\n").split("\t", 2)
+    folder = f"{work}/{target}.hf"
+    shutil.copytree(f"{work}/{source}.hf", folder)
+    config = json.load(open(folder + "/config.json"))
+    tensors = load_file(folder + "/model.safetensors")
+    exec(code, {"config": config, "tensors": tensors, "torch": torch})
+    json.dump(config, open(folder + "/config.json", "w"), indent=2)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, folder + "/model.safetensors",
+              metadata={"format": "pt"})
 PY
 }
 
@@ -73,11 +80,23 @@ refused() {
 
 step "random transformers GPT-2 (tied) and Llama (untied, 2 key/value heads of 16) models"
 assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" gpt2 "$WORK/gpt2.hf" llama "$WORK/llama.hf"
-ok "written"
-
-step "a tied config.json whose files hold a different lm_head imports untied, with transformers' logits"
+# The edited copies the steps below import (each named where it is used).
 edit gpt2 gpt2head 'torch.manual_seed(5); tensors["lm_head.weight"] = 0.3 * torch.randn_like(tensors["transformer.wte.weight"])'
 edit llama llamatied 'config["tie_word_embeddings"] = True'
+edit llama kvnull 'config["num_key_value_heads"] = None'  # transformers: one key/value head per query head
+edit llama headdim 'config["head_dim"] = 32'
+edit llama fewer 'config["num_hidden_layers"] = 2'
+edit gpt2 vocabup 'config["vocab_size"] = 50400'
+edit gpt2 rowsup 'tensors["transformer.wte.weight"] = torch.cat([tensors["transformer.wte.weight"], torch.zeros(47, 64)])'
+edit gpt2 wrap 'config["n_layer"] = 4294967298'
+edit gpt2 frac 'config["n_layer"] = 2.7'
+edit gpt2 huge 'config["n_layer"] = 1e12'
+edit llama mistral 'config["model_type"] = "mistral"; del config["vocab_size"]'
+edit gpt2 nan 'tensors["transformer.ln_f.weight"][5] = float("nan")'
+apply_edits
+ok "written, and $(wc -l <"$WORK/edits.tsv") edited copies"
+
+step "a tied config.json whose files hold a different lm_head imports untied, with transformers' logits"
 for name in gpt2head llamatied; do
   import_hf "$name"
   assert_contains "$WORK/out.txt" "note: config.json says tie_word_embeddings, but lm_head.weight differs"
@@ -91,29 +110,20 @@ done
 hf_checks
 
 step "config.json contradicting the tensors is refused naming the tensor, before anything is reshaped"
-edit llama kvnull 'config["num_key_value_heads"] = None'  # transformers: one key/value head per query head
 refused kvnull "model.layers.0.self_attn.k_proj.weight has shape [32, 64]; config.json needs [64, 64]"
 # transformers refuses it too (a size mismatch, without ignore_mismatched_sizes).
 "$PY" -c "import sys, transformers; transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1])" \
   "$WORK/kvnull.hf" >/dev/null 2>&1 && fail "transformers loaded kvnull: the reference changed"
 ok "transformers refuses kvnull as well"
-edit llama headdim 'config["head_dim"] = 32'
 refused headdim "model.layers.0.self_attn.q_proj.weight has shape [64, 64]; config.json needs [128, 64]"
-edit llama fewer 'config["num_hidden_layers"] = 2'
 refused fewer "num_hidden_layers is 2 but the safetensors files hold 4 layers"
-edit gpt2 vocabup 'config["vocab_size"] = 50400'
 refused vocabup "transformer.wte.weight has shape [50257, 64]; config.json needs [50400, 64]"
-edit gpt2 rowsup 'tensors["transformer.wte.weight"] = torch.cat([tensors["transformer.wte.weight"], torch.zeros(47, 64)])'
 refused rowsup "transformer.wte.weight has shape [50304, 64]; config.json needs [50257, 64]"
 
 step "config.json's integers are read as integers, range-checked, naming the key and the value"
-edit gpt2 wrap 'config["n_layer"] = 4294967298'
 refused wrap "n_layer is 4294967298; expected a whole number from 1 to 2147483647"
-edit gpt2 frac 'config["n_layer"] = 2.7'
 refused frac "n_layer is 2.7; expected a whole number"
-edit gpt2 huge 'config["n_layer"] = 1e12'
 refused huge "n_layer is 1000000000000.0; expected a whole number"
-edit llama mistral 'config["model_type"] = "mistral"; del config["vocab_size"]'
 refused mistral "model_type 'mistral' is not supported; supported are gpt2"
 grep -q "vocab_size" "$WORK/err.txt" && fail "an unsupported model_type was reported as a missing vocab_size"
 ok "model_type is said to be unsupported"
@@ -147,7 +157,7 @@ elif case == "metadata":
 text = text if text is not None else json.dumps(header)
 open(path, "wb").write(struct.pack("<Q", len(text)) + text.encode() + data)
 PY
-  "$PY" -c "import sys; from safetensors.torch import load_file; load_file(sys.argv[1])" \
+  "$PY" -c "import sys; from safetensors.numpy import load_file; load_file(sys.argv[1])" \
     "$WORK/$1.hf/model.safetensors" >/dev/null 2>&1 && fail "the safetensors library read $1: the reference changed"
   return 0
 }
@@ -184,7 +194,6 @@ one_error convert_checkpoint
 ok "refused, nothing written"
 
 step "NaN weights: generate names the NaN logits instead of crashing in the sampler"
-edit gpt2 nan 'tensors["transformer.ln_f.weight"][5] = float("nan")'
 import_hf nan
 for mode in --greedy --top-k=40; do
   assert_fails_with "the model's logits are NaN (50257 of 50257) at step 1: the checkpoint's weights are not finite" \

@@ -252,8 +252,10 @@ parallel::TensorParallelLayout expert_fc2_layout() {
 }  // namespace
 
 MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
-                   const parallel::LinearOptions& options)
-    : swiglu_(c.swiglu),
+                   const parallel::LinearOptions& options, int layer)
+    : layer_(layer),
+      num_layers_(c.num_layers),
+      swiglu_(c.swiglu),
       num_experts_(c.moe.num_experts),
       dispatcher_(c.moe.token_dispatcher),
       pc_(pc),
@@ -301,7 +303,7 @@ std::pair<at::Tensor, at::Tensor> MoeLayer::forward(const at::Tensor& x, const F
   // What last_routing() shows: detached, so that it holds no graph past this pass.
   last_ = {routing.probs.detach(), routing.routing_map, routing.tokens_per_expert, routing.load_balancing_loss,
            routing.z_loss};
-  if (ctx.moe_losses != nullptr) ctx.moe_losses->add(routing.z_loss, routing.load_balancing_loss);
+  if (ctx.moe_losses != nullptr) ctx.moe_losses->add(layer_, num_layers_, routing.z_loss, routing.load_balancing_loss);
   at::Tensor combined;
   if (dispatcher_ == TokenDispatcher::kAllToAll && pc_.ep && pc_.ep->size() > 1) {
     combined = all_to_all_experts(local, routing.routing_map, routing.probs);

@@ -115,7 +115,8 @@ TransformerLayer::TransformerLayer(const ModelConfig& c, const parallel::Paramet
       self_attention_(c, init.scope(kAttention), pc, layer_linear_options(c, sequence_parallel, options)),
       pre_mlp_layernorm_(c, sequence_parallel, options) {
   if (c.moe.is_moe_layer(layer)) {
-    moe_ = std::make_unique<MoeLayer>(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options));
+    moe_ = std::make_unique<MoeLayer>(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options),
+                                      layer);
   } else {
     mlp_.emplace(c, init.scope(kMlp), pc, layer_linear_options(c, sequence_parallel, options));
   }

@@ -113,6 +113,7 @@ void IterationLogger::write_tensorboard(TensorBoardWriter& w, const StepReport& 
   both("batch-size", settings_.loop.global_batch_size);
   both("lm loss", report.loss);
   for (const auto& [name, value] : report.moe_losses) w.add_scalar(name, value, now.iteration);  // no "vs samples"
+  for (const auto& [name, value] : report.moe_layer_losses) w.add_scalar(name, value, now.iteration);
   if (l.loss_scale) both("loss-scale", now.loss_scale);
   if (l.world_size) both("world-size", settings_.world_size);
   if (settings_.show_grad_norm) both("grad-norm", report.grad_norm);

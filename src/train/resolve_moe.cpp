@@ -44,7 +44,6 @@ void Resolver::moe() {
               "--expert-tensor-parallel-size " + num(std::int64_t{*p.expert_tensor_parallel_size}));
   unsupported(e.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
   unsupported(e.moe_input_jitter_eps.has_value(), "--moe-input-jitter-eps");
-  unsupported(e.moe_per_layer_logging, "--moe-per-layer-logging");
   unsupported(a_.model.add_bias_linear, "--num-experts without --disable-bias-linear",
               "the experts have no biases here");
 }

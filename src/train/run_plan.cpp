@@ -197,6 +197,7 @@ RunPlan make_run_plan(const Arguments& args) {
   tb.memory = l.log_memory_to_tensorboard;
   tb.loss_scale = l.log_loss_scale_to_tensorboard;
   tb.world_size = l.log_world_size_to_tensorboard;
+  tb.moe_per_layer_logging = args.moe.moe_per_layer_logging;
   // Megatron's precedence: the flag, then the environment, then INFO. Any int is a level (Python's).
   if (l.logging_level) {
     plan.logging_level = static_cast<int>(std::clamp<std::int64_t>(*l.logging_level, INT_MIN, INT_MAX));

@@ -76,27 +76,40 @@ double StepRunner::mean_over_dp(const at::Tensor& loss_sum, double tokens) const
   return v[0] / std::max(1.0, v[1]);
 }
 
-std::vector<std::pair<std::string, double>> StepRunner::moe_loss_report() const {
-  const model::MoeConfig& moe = model_.chunks.front()->config().moe;
-  const int layers = moe.num_moe_layers(model_.chunks.front()->config().num_layers);
-  if (layers == 0) return {};
-  // Megatron's track_moe_metrics: summed over the pipeline stages' layers, averaged over DP, over
-  // the MoE layers and over the micro-batches. All ranks take part; every rank gets the values.
+void StepRunner::report_moe_losses(StepReport& report) const {
+  const model::ModelConfig& config = model_.chunks.front()->config();
+  const model::MoeConfig& moe = config.moe;
+  const int layers = moe.num_moe_layers(config.num_layers);
+  if (layers == 0) return;
+  // Megatron's track_moe_metrics: per layer, summed over the pipeline stages (each holds its own
+  // layers) and averaged over DP and over the micro-batches; the line's value is the layers' sum
+  // over the MoE layers. All ranks take part; every rank gets the values.
   const auto options = at::TensorOptions().dtype(at::kDouble);
-  const auto host = [&](const at::Tensor& t) { return t.defined() ? t.to(at::kCPU, at::kDouble) : at::zeros({}, options); };
+  const auto host = [&](const std::vector<at::Tensor>& per_layer) {
+    at::Tensor out = at::zeros({config.num_layers}, options);
+    for (std::size_t i = 0; i < per_layer.size(); ++i) {
+      if (per_layer[i].defined()) out[static_cast<std::int64_t>(i)] = per_layer[i].to(at::kCPU, at::kDouble);
+    }
+    return out;
+  };
   at::Tensor sums = at::stack({host(moe_losses_.z_loss), host(moe_losses_.load_balancing_loss)});
   // One sum over the world: over the stages' layers and DP (averaged below), and over the
   // sequence-parallel ranks, each holding its part of the load-balancing loss (summed, as
   // Megatron's tracker reduces it) and the z-loss of its tokens (averaged).
   pc_.comm->all_reduce(sums, parallel::ReduceOp::kSum, *pc_.world).wait();
   sums[0] /= static_cast<double>(pc_.tp->size() * pc_.cp->size());
-  sums /= static_cast<double>(pc_.dp->size()) * settings_.num_microbatches * layers;
-  std::vector<std::pair<std::string, double>> out;
-  if (moe.z_loss_coeff > 0) out.emplace_back("z_loss", sums[0].item<double>());
+  sums /= static_cast<double>(pc_.dp->size()) * settings_.num_microbatches;
+  const auto report_one = [&](const std::string& name, const at::Tensor& per_layer) {
+    report.moe_losses.emplace_back(name, per_layer.sum().item<double>() / layers);
+    if (!settings_.moe_per_layer_logging) return;
+    for (int i = 0; i < config.num_layers; ++i) {
+      report.moe_layer_losses.emplace_back("moe/" + name + "_layer_" + std::to_string(i), per_layer[i].item<double>());
+    }
+  };
+  if (moe.z_loss_coeff > 0) report_one("z_loss", sums[0]);
   if (moe.aux_loss_coeff > 0 && moe.load_balancing != model::LoadBalancing::kNone) {
-    out.emplace_back("load_balancing_loss", sums[1].item<double>());
+    report_one("load_balancing_loss", sums[1]);
   }
-  return out;
 }
 
 StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double lr, double wd) {
@@ -112,7 +125,7 @@ StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double
   }
   model::update_expert_biases(routers, pc_);
   StepReport report;
-  report.moe_losses = moe_loss_report();
+  report_moe_losses(report);
   // The loss exists on the last pipeline stage, which prints it.
   if (ps.is_last_stage()) {
     report.loss = mean_over_dp(loss_sum, tokens);

@@ -158,7 +158,8 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   step_runner_ = std::make_unique<StepRunner>(
       StepModel{chunks, model_.ddp.get(), model_.executor.get(), optimizer_.get(), &gens_->default_gen,
                 &gens_->model_parallel_gen},
-      StepSettings{plan_.loop.num_microbatches, plan_.loop.clip_grad, model_.reads_data, plan_.precision.mixed()},
+      StepSettings{plan_.loop.num_microbatches, plan_.loop.clip_grad, model_.reads_data, plan_.precision.mixed(),
+                   plan_.tensorboard.moe_per_layer_logging},
       pc_);
   out_ << "setting number of microbatches to constant " << plan_.loop.num_microbatches << std::endl;
   checkpointer_ = std::make_unique<Checkpointer>(plan_.checkpoint, pc_, plan_.ddp.use_distributed_optimizer, out_,

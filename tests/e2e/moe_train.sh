@@ -10,7 +10,8 @@
 #      z_loss and load_balancing_loss at every iteration (within 1e-5).
 #   3. Checkpoints of iteration 6 resume with the same losses: PP2 in one process, EP2 x DP2 in its
 #      own layout (folders mp_rank_00_EEE) and at EP4, EP2 x TP2 x PP2 at EP1 x TP1 x DP2.
-#   4. TensorBoard gets load_balancing_loss and z_loss scalars.
+#   4. TensorBoard gets load_balancing_loss and z_loss scalars (and, with --moe-per-layer-logging,
+#      each layer's, whose mean over the MoE layers they are).
 #   5. The aux-loss-free expert bias: updated every step (the losses differ without it), the same
 #      at EP2 x TP2 + SP as in one process, saved and resumed.
 set -uo pipefail
@@ -45,15 +46,17 @@ compare_all() {
 }
 
 step "one process"
-assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --tensorboard-dir "$WORK/tb"
+assert_succeeds "$TRAIN" "${base[@]}" "${moe[@]}" --tensorboard-dir "$WORK/tb" --moe-per-layer-logging
 cp "$WORK/out.txt" "$WORK/single.txt"
 grep -q ' lm loss: [0-9.E+-]* | z_loss: [0-9.E+-]* | load_balancing_loss: [0-9.E+-]* | loss scale: 1.0 |' "$WORK/single.txt" ||
   { show "$WORK/single.txt" stdout; fail "the iteration line lacks '| z_loss: ... | load_balancing_loss: ... |' after the lm loss"; }
 first=$(column "$WORK/single.txt" load_balancing_loss | awk 'NR == 1 { print $2 }')
 awk -v v="$first" 'BEGIN { exit !(v > 0.95 && v < 1.1) }' || fail "load_balancing_loss at iteration 1 is $first, not near 1"
 ok "iteration line with z_loss and load_balancing_loss ($first at iteration 1)"
+# 4 layers, MoE layers 0 and 2: --moe-per-layer-logging's tags for all 4.
 "$PYTHON" "$(dirname "$0")/tensorboard_read.py" "$WORK/tb" "$WORK/single.txt" --expect-tag load_balancing_loss \
-  --expect-tag z_loss --absent-tag "load_balancing_loss vs samples" || fail "TensorBoard differs from the log"
+  --expect-tag z_loss --absent-tag "load_balancing_loss vs samples" --moe-layers 4 2 ||
+  fail "TensorBoard differs from the log"
 
 step "EP2 x DP2 with the distributed optimizer and the alltoall dispatcher, saving at iteration 6"
 ep=(--expert-model-parallel-size)

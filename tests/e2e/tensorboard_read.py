@@ -1,7 +1,7 @@
 """Reads a --tensorboard-dir with TensorBoard's own reader and checks it against the training log.
 
 usage: tensorboard_read.py TB_DIR LOG_FILE [--expect-tag TAG ...] [--absent-tag TAG ...]
-                           [--flops-per-token F]
+                           [--flops-per-token F] [--moe-layers LAYERS MOE_LAYERS]
 
 Every scalar the log prints must be in the event files at the same step, as TensorBoard shows it:
 'lm loss', 'learning-rate', 'loss-scale' and 'grad-norm' per iteration line (log interval 1), an
@@ -11,7 +11,11 @@ its ppl) for every validation line. Values are float32 in the file and printed w
 digits in the log, hence the relative tolerance of 1e-6. With --flops-per-token (the model's
 FLOPs per token by Megatron's formula, computed by the caller), 'throughput' at every iteration
 must be F x the printed tokens per second / 1e12: the log prints TFLOP/s with one decimal, too
-coarse for a small model on CPU ranks. Exits 1 naming the first difference.
+coarse for a small model on CPU ranks. With --moe-layers (--moe-per-layer-logging runs of a model of
+LAYERS layers, MOE_LAYERS of them MoE layers): each MoE loss has a 'moe/<name>_layer_<i>' tag for
+every layer i at every step its mean tag has, MOE_LAYERS of them not 0 (dense layers log 0), and
+their sum over MOE_LAYERS is the mean (Megatron's track_moe_metrics). Exits 1 naming the first
+difference.
 """
 import argparse
 import math
@@ -48,6 +52,7 @@ def main():
     parser.add_argument("--expect-tag", action="append", default=[])
     parser.add_argument("--absent-tag", action="append", default=[])
     parser.add_argument("--flops-per-token", type=float)
+    parser.add_argument("--moe-layers", type=int, nargs=2)
     args = parser.parse_args()
 
     acc = event_accumulator.EventAccumulator(args.tb_dir, size_guidance={event_accumulator.SCALARS: 0})
@@ -104,6 +109,21 @@ def main():
                 checked += 1
     if checked == 0:
         fail(f"no iteration or validation line in {args.log_file}")
+    if args.moe_layers:
+        layers, moe_layers = args.moe_layers
+        for name in ("z_loss", "load_balancing_loss"):
+            for step, mean in scalars.get(name, []):
+                per_layer = []
+                for i in range(layers):
+                    values = [v for s, v in scalars.get(f"moe/{name}_layer_{i}", []) if s == step]
+                    if not values:
+                        fail(f"no 'moe/{name}_layer_{i}' at step {step}")
+                    per_layer.append(values[-1])
+                if sum(1 for v in per_layer if v != 0) != moe_layers:
+                    fail(f"'{name}' at step {step}: per layer {per_layer}, expected {moe_layers} MoE layers not 0")
+                if not close(sum(per_layer) / moe_layers, mean):
+                    fail(f"'{name}' at step {step}: the layers' {per_layer} over {moe_layers} is not the mean {mean}")
+                checked += 1
     for tag in args.expect_tag:
         if tag not in tags:
             fail(f"expected tag '{tag}' is missing")

@@ -84,8 +84,9 @@ void update_expert_biases(const std::vector<const Router*>& routers, const paral
 
 class MoeLayer {
  public:
+  // `layer`: the model's global layer index (where its auxiliary losses are tracked).
   MoeLayer(const ModelConfig& config, const parallel::ParameterInit& init, const parallel::ParallelContext& pc,
-           const parallel::LinearOptions& options);
+           const parallel::LinearOptions& options, int layer = 0);
   // x [s, b, h] -> (output [s, b, h], undefined bias), as Mlp::forward.
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& x, const ForwardContext& ctx) const;
   // The routing of the last forward (for tests and logging).
@@ -105,6 +106,7 @@ class MoeLayer {
   // experts and back.
   at::Tensor all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map, const at::Tensor& probs) const;
 
+  int layer_, num_layers_;  // this layer's global index, of the model's layers
   bool swiglu_;
   int num_experts_;
   TokenDispatcher dispatcher_;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "megatron/model/model_config.h"
 #include "megatron/parallel/tensor_parallel.h"
@@ -22,16 +23,21 @@ namespace megatron::model {
 using parallel::NamedTensors;
 using parallel::ParameterList;
 
-// The MoE layers' auxiliary-loss values (each divided by its coefficient), summed over the layers
-// and micro-batches of a step as detached scalars on the model's device: Megatron's aux-losses
-// tracker before its reductions. A value stays undefined until some layer computes it.
+// The MoE layers' auxiliary-loss values (each divided by its coefficient), per layer (the model's
+// global layer index) summed over the micro-batches of a step, as detached scalars on the model's
+// device: Megatron's aux-losses tracker before its reductions. A layer's value stays undefined
+// until the layer computes one (dense layers, other stages' layers).
 struct MoeLossSums {
-  at::Tensor z_loss, load_balancing_loss;
-  void add(const at::Tensor& z, const at::Tensor& load_balancing) {
-    if (z.defined()) z_loss = z_loss.defined() ? z_loss + z : z;
-    if (load_balancing.defined()) {
-      load_balancing_loss = load_balancing_loss.defined() ? load_balancing_loss + load_balancing : load_balancing;
-    }
+  std::vector<at::Tensor> z_loss, load_balancing_loss;  // empty, or one per layer of the model
+  void add(int layer, int num_layers, const at::Tensor& z, const at::Tensor& load_balancing) {
+    const auto into = [&](std::vector<at::Tensor>& per_layer, const at::Tensor& value) {
+      if (!value.defined()) return;
+      if (per_layer.empty()) per_layer.resize(static_cast<std::size_t>(num_layers));
+      at::Tensor& sum = per_layer.at(static_cast<std::size_t>(layer));
+      sum = sum.defined() ? sum + value : value;
+    };
+    into(z_loss, z);
+    into(load_balancing_loss, load_balancing);
   }
 };
 

@@ -86,6 +86,7 @@ struct TensorBoardPlan {
   int queue_size = 1000;
   std::int64_t log_interval = 1;
   bool timers = false, validation_ppl = false, memory = false, loss_scale = true, world_size = false;
+  bool moe_per_layer_logging = false;  // each MoE layer's auxiliary losses too
 };
 
 struct PrecisionPlan {

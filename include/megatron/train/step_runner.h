@@ -36,6 +36,7 @@ struct StepSettings {
   double clip_grad = 0.0;
   bool reads_data = true;       // this stage reads batches (first and last stages; all with explicit masks)
   bool mixed_precision = false;  // for the message when a gradient is not finite
+  bool moe_per_layer_logging = false;  // StepReport::moe_layer_losses
 };
 
 class StepRunner {
@@ -58,7 +59,7 @@ class StepRunner {
   double mean_over_dp(const at::Tensor& loss_sum, double tokens) const;
   // The MoE auxiliary losses of the last training step, reduced as Megatron logs them (collective
   // over PP and DP; none for a dense model).
-  std::vector<std::pair<std::string, double>> moe_loss_report() const;
+  void report_moe_losses(StepReport& report) const;
 
   StepModel model_;
   StepSettings settings_;

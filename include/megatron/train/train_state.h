@@ -49,6 +49,10 @@ struct StepReport {
   // MoE models: the auxiliary losses as Megatron logs them (z_loss, load_balancing_loss), each
   // averaged over the MoE layers and micro-batches and over DP, on every rank.
   std::vector<std::pair<std::string, double>> moe_losses;
+  // With --moe-per-layer-logging: each layer's values before the average over the MoE layers, under
+  // Megatron's TensorBoard names ("moe/load_balancing_loss_layer_<i>", every layer of the model, 0
+  // for dense ones).
+  std::vector<std::pair<std::string, double>> moe_layer_losses;
 };
 
 }  // namespace megatron::train

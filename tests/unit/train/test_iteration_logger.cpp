@@ -44,7 +44,7 @@ TEST(IterationLogger, PrintsAfterTheFirstIterationAndAtEveryLogInterval) {
   logger.start(0);
   std::vector<std::size_t> lines_after;  // how many lines there are after each iteration
   for (std::int64_t it = 1; it <= 7; ++it) {
-    logger.step(StepReport{1.0, false, 0.0, {}}, at(it));
+    logger.step(StepReport{1.0, false, 0.0, {}, {}}, at(it));
     lines_after.push_back(lines_of(out).size());
   }
   EXPECT_EQ(lines_after, (std::vector<std::size_t>{1, 1, 2, 2, 2, 3, 3}));
@@ -60,8 +60,8 @@ TEST(IterationLogger, AResumedRunPrintsAfterItsOwnFirstIteration) {
   std::ostringstream out;
   IterationLogger logger(settings(), out, nullptr);
   logger.start(4);  // resumed from a checkpoint of iteration 4
-  logger.step(StepReport{2.0, false, 0.0, {}}, at(5));
-  logger.step(StepReport{2.0, false, 0.0, {}}, at(6));
+  logger.step(StepReport{2.0, false, 0.0, {}, {}}, at(5));
+  logger.step(StepReport{2.0, false, 0.0, {}, {}}, at(6));
   const auto lines = lines_of(out);
   ASSERT_EQ(lines.size(), 2u);
   expect_contains(lines[0], {" iteration        5/      10 |"});
@@ -74,13 +74,13 @@ TEST(IterationLogger, LossIsTheMeanOfTheIntervalsUpdatedIterations) {
   logger.start(0);
   // Iterations 1-3: 3, 2, 1. The line after iteration 1 does not end the interval: the mean at 3
   // is (3 + 2 + 1) / 3 = 2.
-  logger.step(StepReport{3.0, false, 0.0, {}}, at(1));
-  logger.step(StepReport{2.0, false, 0.0, {}}, at(2));
-  logger.step(StepReport{1.0, false, 0.0, {}}, at(3));
+  logger.step(StepReport{3.0, false, 0.0, {}, {}}, at(1));
+  logger.step(StepReport{2.0, false, 0.0, {}, {}}, at(2));
+  logger.step(StepReport{1.0, false, 0.0, {}, {}}, at(3));
   // Iterations 4-6: 4, a skipped step (its loss left out), 1: (4 + 1) / 2 = 2.5.
-  logger.step(StepReport{4.0, false, 0.0, {}}, at(4));
-  logger.step(StepReport{100.0, true, 0.0, {}}, at(5));
-  logger.step(StepReport{1.0, false, 0.0, {}}, at(6));
+  logger.step(StepReport{4.0, false, 0.0, {}, {}}, at(4));
+  logger.step(StepReport{100.0, true, 0.0, {}, {}}, at(5));
+  logger.step(StepReport{1.0, false, 0.0, {}, {}}, at(6));
   const auto lines = lines_of(out);
   ASSERT_EQ(lines.size(), 3u);
   expect_contains(lines[0], {" lm loss: 3.000000E+00 |", " number of skipped iterations:   0 |"});
@@ -93,14 +93,14 @@ TEST(IterationLogger, AnIntervalOfSkippedStepsOnlyPrintsNoLoss) {
   std::ostringstream out;
   IterationLogger logger(settings(), out, nullptr);
   logger.start(3);
-  for (std::int64_t it = 4; it <= 6; ++it) logger.step(StepReport{5.0, true, 0.0, {}}, at(it));
+  for (std::int64_t it = 4; it <= 6; ++it) logger.step(StepReport{5.0, true, 0.0, {}, {}}, at(it));
   const auto lines = lines_of(out);
   ASSERT_EQ(lines.size(), 2u);  // after 4 (the run's first) and at 6
   for (const auto& line : lines) EXPECT_FALSE(has(line, "lm loss")) << line;
   expect_contains(lines[0], {" number of skipped iterations:   1 |"});
   expect_contains(lines[1], {" number of skipped iterations:   3 |"});
   // The next interval counts afresh.
-  for (std::int64_t it = 7; it <= 9; ++it) logger.step(StepReport{0.5, false, 0.0, {}}, at(it));
+  for (std::int64_t it = 7; it <= 9; ++it) logger.step(StepReport{0.5, false, 0.0, {}, {}}, at(it));
   expect_contains(lines_of(out).back(), {" lm loss: 5.000000E-01 |", " number of skipped iterations:   0 |"});
 }
 
@@ -109,9 +109,9 @@ TEST(IterationLogger, ShowsTheGradNormOnlyWhenAsked) {
     std::ostringstream out;
     IterationLogger logger(settings(show), out, nullptr);
     logger.start(0);
-    logger.step(StepReport{1.0, false, 0.5, {}}, at(1));
-    logger.step(StepReport{1.0, false, 0.75, {}}, at(2));
-    logger.step(StepReport{1.0, false, 1.5, {}}, at(3));
+    logger.step(StepReport{1.0, false, 0.5, {}, {}}, at(1));
+    logger.step(StepReport{1.0, false, 0.75, {}, {}}, at(2));
+    logger.step(StepReport{1.0, false, 1.5, {}, {}}, at(3));
     const auto lines = lines_of(out);
     ASSERT_EQ(lines.size(), 2u);
     if (show) {
@@ -142,7 +142,7 @@ TEST(IterationLogger, PrintsNoMemoryLineOnTheCpu) {
   s.memory_out = &memory;
   IterationLogger logger(s, out, nullptr);
   logger.start(0);
-  for (std::int64_t it = 1; it <= 3; ++it) logger.step(StepReport{1.0, false, 0.0, {}}, at(it));
+  for (std::int64_t it = 1; it <= 3; ++it) logger.step(StepReport{1.0, false, 0.0, {}, {}}, at(it));
   EXPECT_EQ(lines_of(out).size(), 2u);
   EXPECT_EQ(memory.str(), "");
 }
@@ -155,7 +155,7 @@ TEST(IterationLogger, WritesItsScalarsToTheEventFileOnFlush) {
   std::ostringstream out;
   IterationLogger logger(settings(), out, std::move(writer));
   logger.start(0);
-  for (std::int64_t it = 1; it <= 3; ++it) logger.step(StepReport{1.0, false, 0.25, {}}, at(it));
+  for (std::int64_t it = 1; it <= 3; ++it) logger.step(StepReport{1.0, false, 0.25, {}, {}}, at(it));
   const auto before = std::filesystem::file_size(path);
   const std::string unflushed = testing::read_file_bytes(path);
   EXPECT_FALSE(has(unflushed, "lm loss")) << "queued until the flush";

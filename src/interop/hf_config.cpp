@@ -264,13 +264,12 @@ void read_qwen3_moe(const json& hf, Keys& k, HfConfig& out, std::vector<std::str
     pattern.push_back(m.num_experts > 0 && !listed && (i + 1) % step == 0 ? 1 : 0);
   }
   const auto moe_layers = std::count(pattern.begin(), pattern.end(), 1);
-  if (moe_layers == 0) m.num_experts = 0;  // a dense model (HF's num_experts 0 or no sparse layer)
   if (moe_layers > 0 && moe_layers < c.num_layers) m.layer_pattern = pattern;
   // Dense layers' size; unused (but a Megatron flag) when every layer has experts.
   c.ffn_hidden_size = static_cast<int>(
       k.integer("intermediate_size", moe_layers == c.num_layers ? std::optional<std::int64_t>(m.ffn_hidden_size)
                                                                  : std::nullopt));
-  if (m.num_experts == 0) m = model::MoeConfig{};
+  if (moe_layers == 0) m = model::MoeConfig{};  // a dense model (HF's num_experts 0 or no sparse layer)
 }
 
 }  // namespace

@@ -114,10 +114,9 @@ void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily fa
     }
     // transformers 5 keeps Mixtral's router under mlp.gate in memory.
     const auto router = tensors.find(layer + "mlp.gate.weight");
-    if (family == HfFamily::kMixtral && router != tensors.end()) {
-      at::Tensor w = router->second;
+    if (gate_up && family == HfFamily::kMixtral && router != tensors.end()) {
+      tensors[hf_router_name(family, layer)] = router->second;
       tensors.erase(router);
-      tensors[hf_router_name(family, layer)] = w;
     }
   }
 }

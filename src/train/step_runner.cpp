@@ -84,15 +84,22 @@ void StepRunner::report_moe_losses(StepReport& report) const {
   // Megatron's track_moe_metrics: per layer, summed over the pipeline stages (each holds its own
   // layers) and averaged over DP and over the micro-batches; the line's value is the layers' sum
   // over the MoE layers. All ranks take part; every rank gets the values.
-  const auto options = at::TensorOptions().dtype(at::kDouble);
-  const auto host = [&](const std::vector<at::Tensor>& per_layer) {
-    at::Tensor out = at::zeros({config.num_layers}, options);
-    for (std::size_t i = 0; i < per_layer.size(); ++i) {
-      if (per_layer[i].defined()) out[static_cast<std::int64_t>(i)] = per_layer[i].to(at::kCPU, at::kDouble);
+  // [2, layers] assembled where the values are, then one copy to the host (not one per layer).
+  at::Device device = at::kCPU;
+  for (const auto* per_layer : {&moe_losses_.z_loss, &moe_losses_.load_balancing_loss}) {
+    for (const at::Tensor& value : *per_layer) {
+      if (value.defined()) device = value.device();
     }
-    return out;
+  }
+  const auto zero = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));
+  const auto row = [&](const std::vector<at::Tensor>& per_layer) {
+    std::vector<at::Tensor> values;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(config.num_layers); ++i) {
+      values.push_back(i < per_layer.size() && per_layer[i].defined() ? per_layer[i].to(at::kDouble) : zero);
+    }
+    return at::stack(values);
   };
-  at::Tensor sums = at::stack({host(moe_losses_.z_loss), host(moe_losses_.load_balancing_loss)});
+  at::Tensor sums = at::stack({row(moe_losses_.z_loss), row(moe_losses_.load_balancing_loss)}).to(at::kCPU);
   // One sum over the world: over the stages' layers and DP (averaged below), and over the
   // sequence-parallel ranks, each holding its part of the load-balancing loss (summed, as
   // Megatron's tracker reduces it) and the z-loss of its tokens (averaged).

@@ -125,7 +125,7 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
 }
 
 nlohmann::json meta_without_files(const CheckpointState& state, const ShardWriter& writer) {
-  return {{"format", "megatron-cpp"},
+  nlohmann::json meta = {{"format", "megatron-cpp"},
           {"format_version", kFormatVersion},
           {"iteration", state.iteration},
           {"consumed_train_samples", state.consumed_train_samples},
@@ -139,6 +139,9 @@ nlohmann::json meta_without_files(const CheckpointState& state, const ShardWrite
           {"opt_param_scheduler", state.scheduler},
           {"config", state.config},
           {"grad_scaler", state.grad_scaler}};
+  if (writer.tp > 0) meta["tensor_model_parallel_size"] = writer.tp;
+  if (writer.etp > 0) meta["expert_tensor_parallel_size"] = writer.etp;
+  return meta;
 }
 
 void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
@@ -221,15 +224,11 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
     try {
       // Every model-parallel shard must be in the folder this rank renames (a shared --save).
       const parallel::ParallelState& ps = *pc.state;
-      for (int p = 0; p < ps.pp(); ++p) {
-        for (int t = 0; t < ps.tp() * ps.ep(); ++t) {
-          const std::string shard =
-              parallel::ParallelState::checkpoint_shard_name(t % ps.tp(), p, ps.pp(), t / ps.tp(), ps.ep());
-          MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
-                         save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
-                         save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "
-                         "file system)");
-        }
+      for (const std::string& shard : ps.checkpoint_shard_names()) {
+        MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
+                       save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
+                       save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "
+                       "file system)");
       }
       fsync_folder(save.temp_dir);  // the shard folders' entries
       // Out of the signal handler's reach before the rename: a signal from here on leaves the

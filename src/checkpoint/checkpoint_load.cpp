@@ -113,6 +113,9 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
     const auto meta = nlohmann::json::parse(read_text_file(meta_path, "checkpoint metadata"));
     layout.dp = meta.value("data_parallel_size", 1);
     layout.ep = meta.value("expert_model_parallel_size", 1);
+    // Recorded since the experts could have a TP size of their own; the folders' count before.
+    layout.tp = meta.value("tensor_model_parallel_size", layout.tp);
+    layout.etp = meta.value("expert_tensor_parallel_size", layout.tp);
     layout.distributed_optimizer = meta.value("distributed_optimizer", false);
     if (meta.contains("config")) layout.config = meta.at("config");
   } catch (const nlohmann::json::exception& e) {
@@ -125,6 +128,10 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
     if (n.more.size() > (has_ep ? 1u : 0u)) max_pp = std::max(max_pp, n.more.front());
   }
   layout.pp = max_pp + 1;
+  MEGATRON_CHECK(layout.tp > 0 && layout.etp > 0 && std::max(layout.tp, layout.etp) == max_tp + 1, "checkpoint ",
+                 folder, " records tensor-parallel size ", layout.tp, " and expert tensor-parallel size ", layout.etp,
+                 " but has shard folders mp_rank_00 to mp_rank_", max_tp < 10 ? "0" : "", max_tp,
+                 ": it is partial or corrupt");
   MEGATRON_CHECK(layout.ep == 1 || max_ep + 1 == layout.ep, "checkpoint ", folder, " records expert-parallel size ",
                  layout.ep, " but has shard folders of ", max_ep + 1, " expert-parallel ranks: it is partial");
   return layout;

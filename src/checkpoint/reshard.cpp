@@ -5,6 +5,8 @@
 // joined and cut the same way, from the pieces of every data-parallel rank's file.
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -49,12 +51,16 @@ class Resharder {
       const auto& [name, param] = target_.params[i];
       const parallel::TensorParallelLayout& layout = target_.layouts[i];
       const Where& where = wheres[i];
-      // Expert weights: every saved EP rank's block, each joined over TP, then this rank's block.
-      const int blocks = layout.expert_parallel ? saved_.ep : 1;
+      // Expert weights: every saved EP rank's block, each joined over the experts' TP, then this
+      // rank's block; a dense parameter's TP shards.
+      const bool expert = layout.expert_parallel;
+      const int blocks = expert ? saved_.ep : 1, splits = expert ? saved_etp() : saved_.tp;
       std::vector<std::vector<at::Tensor>> shards(static_cast<std::size_t>(blocks));
       for (int e = 0; e < blocks; ++e) {
-        for (int t = 0; t < saved_.tp; ++t) {
-          shards[static_cast<std::size_t>(e)].push_back(find(shard(t, where.stage, e).model, where.name, t, where.stage, e));
+        for (int t = 0; t < splits; ++t) {
+          const auto [index, ep_rank] = holders(where.stage, t, expert ? e : -1).front();
+          shards[static_cast<std::size_t>(e)].push_back(
+              find(shard(index, where.stage, ep_rank).model, where.name, index, where.stage, ep_rank));
         }
       }
       const at::Tensor full = join(shards, layout);
@@ -67,10 +73,10 @@ class Resharder {
       for (const OptimizerState state : kOptimizerStates) {
         std::vector<std::vector<at::Tensor>> state_shards(static_cast<std::size_t>(blocks));
         for (int e = 0; e < blocks; ++e) {
-          for (int t = 0; t < saved_.tp; ++t) {
+          for (int t = 0; t < splits; ++t) {
             const at::Tensor& like = shards[static_cast<std::size_t>(e)][static_cast<std::size_t>(t)];
             state_shards[static_cast<std::size_t>(e)].push_back(
-                assemble_state(where, state, t, layout.expert_parallel ? e : -1, like));
+                assemble_state(where, state, t, expert ? e : -1, like));
           }
         }
         pieces.emplace_back(OptimizerStatePiece{name, state, 0}.name(),
@@ -105,12 +111,13 @@ class Resharder {
     return stage_place(rest, from);
   }
 
-  std::string folder_name(int tp_rank, int stage, int ep_rank) const {
-    return parallel::ParallelState::checkpoint_shard_name(tp_rank, stage, saved_.layout.stages, ep_rank, saved_.ep);
+  // Folder `index` of a stage and EP rank holds TP shard index % tp and expert-TP shard index % etp.
+  std::string folder_name(int index, int stage, int ep_rank) const {
+    return parallel::ParallelState::checkpoint_shard_name(index, stage, saved_.layout.stages, ep_rank, saved_.ep);
   }
 
-  const CheckpointState& shard(int tp_rank, int stage, int ep_rank) {
-    const std::string folder = folder_name(tp_rank, stage, ep_rank);
+  const CheckpointState& shard(int index, int stage, int ep_rank) {
+    const std::string folder = folder_name(index, stage, ep_rank);
     auto it = cache_.find(folder);
     if (it == cache_.end()) {
       // Of the optimizer files, only the state of the tensors this rank needs from that stage.
@@ -125,24 +132,53 @@ class Resharder {
     return it->second;
   }
 
-  at::Tensor find(const NamedTensors& tensors, const std::string& name, int tp_rank, int stage, int ep_rank) const {
+  at::Tensor find(const NamedTensors& tensors, const std::string& name, int index, int stage, int ep_rank) const {
     for (const auto& [n, t] : tensors) {
       if (n == name) return t;
     }
-    MEGATRON_FAIL("checkpoint ", root_, " iteration ", iteration_, ": ", folder_name(tp_rank, stage, ep_rank),
+    MEGATRON_FAIL("checkpoint ", root_, " iteration ", iteration_, ": ", folder_name(index, stage, ep_rank),
                   " has no ", name);
   }
 
-  // One saved TP shard's fp32 `state` of a parameter, from the pieces of every DP rank's file: of
-  // the EP rank `ep_rank`'s folder for its experts, of every EP rank's folder (-1) for a dense
-  // parameter (the distributed optimizer spreads those over them).
-  at::Tensor assemble_state(const Where& where, OptimizerState state, int tp_rank, int ep_rank, const at::Tensor& like) {
+  int saved_etp() const { return saved_.etp > 0 ? saved_.etp : saved_.tp; }
+
+  // The saved folders (index, EP rank) of `stage` holding a shard: TP shard `split` of the dense
+  // parameters (ep_rank -1: every EP rank's folders), or expert-TP shard `split` of EP rank
+  // `ep_rank`'s experts. Folder index T holds TP shard T % TP and expert-TP shard T % ETP; which
+  // (T, EP rank) pairs were written follows from the saved rank grid (with TP 2, expert TP 1 and
+  // EP 2 on two ranks only mp_rank_00_000 and mp_rank_01_001), so they are looked up.
+  std::vector<std::pair<int, int>> holders(int stage, int split, int ep_rank) {
+    std::vector<std::pair<int, int>> out;
+    const int step = ep_rank < 0 ? saved_.tp : saved_etp(), folders = std::max(saved_.tp, saved_etp());
+    for (int e = ep_rank < 0 ? 0 : ep_rank; e < (ep_rank < 0 ? saved_.ep : ep_rank + 1); ++e) {
+      for (int t = split; t < folders; t += step) {
+        const std::string folder = folder_name(t, stage, e);
+        auto it = exists_.find(folder);
+        if (it == exists_.end()) {
+          const std::string path = iteration_folder(root_, iteration_) + "/" + folder;
+          it = exists_.emplace(folder, std::filesystem::is_directory(path)).first;
+        }
+        if (it->second) out.emplace_back(t, e);
+      }
+    }
+    MEGATRON_CHECK(!out.empty(), "checkpoint ", iteration_folder(root_, iteration_), " has no folder holding ",
+                   ep_rank < 0 ? str_cat("tensor-parallel shard ", split)
+                               : str_cat("expert-tensor-parallel shard ", split, " of expert-parallel rank ", ep_rank),
+                   " of stage ", stage, ": it is partial");
+    return out;
+  }
+
+  // One saved shard's fp32 `state` of a parameter, from the pieces of every DP rank's file in every
+  // folder holding that shard (the distributed optimizer spreads the state of a dense shard over
+  // every EP rank's folders, and where the experts' TP size is not TP over several folders).
+  at::Tensor assemble_state(const Where& where, OptimizerState state, int split, int ep_rank, const at::Tensor& like) {
     at::Tensor flat = at::full({like.numel()}, std::numeric_limits<float>::quiet_NaN(), at::kFloat);
     std::int64_t covered = 0;
     std::map<std::int64_t, std::int64_t> seen;  // offset -> size (DP ranks of a plain optimizer repeat pieces)
     std::vector<const NamedTensors*> parts;
-    for (int e = ep_rank < 0 ? 0 : ep_rank; e < (ep_rank < 0 ? saved_.ep : ep_rank + 1); ++e) {
-      for (const auto& part : shard(tp_rank, where.stage, e).optimizer_parts) parts.push_back(&part);
+    const auto folders = holders(where.stage, split, ep_rank);
+    for (const auto& [index, e] : folders) {
+      for (const auto& part : shard(index, where.stage, e).optimizer_parts) parts.push_back(&part);
     }
     for (const NamedTensors* part : parts) {
       for (const auto& [n, data] : *part) {
@@ -156,8 +192,8 @@ class Resharder {
       }
     }
     MEGATRON_CHECK(covered == flat.numel(), "checkpoint ", root_, ": the optimizer state '", optimizer_state_name(state),
-                   "' of ", where.name, " in ", folder_name(tp_rank, where.stage, std::max(ep_rank, 0)),
-                   ep_rank < 0 && saved_.ep > 1 ? " (and the other expert-parallel ranks' folders)" : "", " covers ",
+                   "' of ", where.name, " in ", folder_name(folders[0].first, where.stage, folders[0].second),
+                   folders.size() > 1 ? " (and the other folders holding that shard)" : "", " covers ",
                    covered, " of ", flat.numel(), " elements");
     return flat.view(like.sizes());
   }
@@ -168,10 +204,13 @@ class Resharder {
     for (const auto& tp_shards : shards) blocks.push_back(parallel::full_from_shards(tp_shards, layout));
     return blocks.size() == 1 ? blocks.front() : at::cat(blocks, 0);
   }
-  // This rank's part of a full tensor: its block of the experts for expert weights, then its TP shard.
+  // This rank's part of a full tensor: its block of the experts and their expert-TP shard for
+  // expert weights, its TP shard otherwise.
   at::Tensor cut(const at::Tensor& full, const parallel::TensorParallelLayout& layout) const {
+    if (!layout.expert_parallel) return parallel::shard_of_full(full, layout, target_.tp_rank, target_.tp);
+    const bool own_tp = target_.etp > 0;
     return parallel::shard_of_full(parallel::expert_block(full, layout, target_.ep_rank, target_.ep), layout,
-                                   target_.tp_rank, target_.tp);
+                                   own_tp ? target_.etp_rank : target_.tp_rank, own_tp ? target_.etp : target_.tp);
   }
 
   std::string root_;
@@ -180,6 +219,7 @@ class Resharder {
   const ReshardTarget& target_;
   bool load_optimizer_;
   std::map<std::string, CheckpointState> cache_;
+  std::map<std::string, bool> exists_;  // saved folder name -> written
   std::map<int, std::set<std::string>> needed_;  // per saved stage: the saved names this rank reads
 };
 

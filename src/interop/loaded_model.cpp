@@ -49,7 +49,8 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   const auto layouts = out.model->checkpoint_layouts();
   const checkpoint::CheckpointState state =
       checkpoint::load_resharded(root, out.iteration,
-                                 {saved.tp, checkpoint::saved_pipeline_layout(saved.config, saved.pp), tied, saved.ep},
+                                 {saved.tp, checkpoint::saved_pipeline_layout(saved.config, saved.pp), tied, saved.ep,
+                                  saved.etp},
                      {tensors, layouts, 0, 1, 0, one}, false);
   checkpoint::load_parameters(tensors, state.model, checkpoint::iteration_folder(root, out.iteration));
   return out;

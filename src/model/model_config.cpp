@@ -225,16 +225,17 @@ std::int64_t moe_layers_among(const MoeConfig& moe, int num_layers, std::int64_t
 
 }  // namespace
 
-std::int64_t ModelConfig::num_expert_parameters(int tp, std::int64_t layers, int ep) const {
-  MEGATRON_ASSERT(tp > 0 && ep > 0 && layers >= 0);
+std::int64_t ModelConfig::num_expert_parameters(int tp, std::int64_t layers, int ep, int etp) const {
+  MEGATRON_ASSERT(tp > 0 && ep > 0 && etp >= 0 && layers >= 0);
   if (!moe.enabled()) return 0;
   const std::int64_t f = moe.expert_ffn_hidden_size(ffn_hidden_size), glu = swiglu ? 2 : 1;
-  const std::int64_t per_layer =
-      saturating_mul(moe.num_experts / ep, saturating_mul(saturating_mul(glu + 1, f), hidden_size)) / tp;
+  const std::int64_t per_expert = saturating_mul(saturating_mul(glu + 1, f), hidden_size);
+  const std::int64_t per_layer = saturating_mul(moe.num_experts / ep, per_expert) / (etp > 0 ? etp : tp);
   return saturating_mul(moe_layers_among(moe, num_layers, layers), per_layer);
 }
 
-std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk, int ep) const {
+std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk, int ep,
+                                         int etp) const {
   MEGATRON_ASSERT(tp > 0 && ep > 0 && layers >= 0);
   const auto mul = [](std::int64_t a, std::int64_t b) { return saturating_mul(a, b); };
   const auto add = [](std::int64_t a, std::int64_t b) { return saturating_add(a, b); };
@@ -256,7 +257,7 @@ std::int64_t ModelConfig::num_parameters(int tp, std::int64_t layers, bool first
     const std::int64_t moe_layers = moe_layers_among(moe, num_layers, layers);
     const std::int64_t router_and_shared = add(add(norm, mul(moe.num_experts, h)), mul(mul(add(glu, 1), fs), h) / tp);
     total = add(total, mul(moe_layers, router_and_shared - dense_mlp));
-    total = add(total, num_expert_parameters(tp, layers, ep));
+    total = add(total, num_expert_parameters(tp, layers, ep, etp));
   }
   const std::int64_t vocab_rows = mul(padded_vocab_size / tp, h);
   if (first_chunk) {

@@ -233,7 +233,7 @@ void update_expert_biases(const std::vector<const Router*>& routers, const paral
 
 namespace {
 
-// The experts' weights split over TP as Megatron's expert tensor parallelism splits them: fc1
+// The experts' weights split over the expert-TP group as Megatron's expert tensor parallelism splits them: fc1
 // [E, (2) F, h] by rows (SwiGLU: [gate block r; up block r]), fc2 [E, h, F] by columns.
 parallel::TensorParallelLayout expert_fc1_layout(bool swiglu) {
   parallel::TensorParallelLayout l;
@@ -270,7 +270,7 @@ MoeLayer::MoeLayer(const ModelConfig& c, const parallel::ParameterInit& init, co
   const std::vector<std::int64_t> fc1_shape = {num_experts_, swiglu_ ? 2 * ffn : ffn, h}, fc2_shape = {num_experts_, h, ffn};
   const double fc1_std = c.init_method_std, fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
   // Under expert parallelism this rank's experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), each
-  // split over TP as at EP 1 (ETP = TP).
+  // split over the expert-TP group.
   const int ep = pc.state != nullptr ? pc.state->ep() : 1, ep_rank = pc.state != nullptr ? pc.state->ep_rank() : 0;
   fc1_ = experts.normal_experts("linear_fc1.weight", fc1_shape, fc1_std, expert_fc1_layout(c.swiglu), ep_rank, ep, pc,
                                 options.tensor_options);
@@ -340,7 +340,8 @@ at::Tensor MoeLayer::all_gather_experts(const at::Tensor& tokens, const at::Tens
 at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tensor& routing_map,
                                         const at::Tensor& probs) const {
   const parallel::ProcessGroup& ep_group = *pc_.ep;
-  const parallel::ProcessGroup& tp_group = *pc_.tp;
+  // The TP of the exchanges is the experts' (Megatron's dispatchers use the expert-TP group).
+  const parallel::ProcessGroup& tp_group = pc_.expert_tp ? *pc_.expert_tp : *pc_.tp;
   const int ep = ep_group.size(), tp = tp_group.size(), tp_rank = tp_group.rank(), ep_rank = ep_group.rank();
   const std::int64_t local = fc1_.size(0), first = ep_rank * local;
   // Every rank's selections per expert, [tp, ep, E] on the host: the exchanges' sizes.

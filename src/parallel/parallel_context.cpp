@@ -42,10 +42,18 @@ ParallelContext ParallelContext::create(const ParallelState& state, Communicator
   pc.ep = comm.new_group("expert-model-parallel", experts.groups("ep"));
   pc.expert_dp = comm.new_group("expert-data-parallel", experts.groups("dp"));
   pc.tp_ep = comm.new_group("expert-tensor-and-model-parallel", experts.groups("tp-ep"));
+  // With the expert TP size the TP size these are groups made above (the same ranks): no new
+  // communicators.
+  const bool same_tp = c.expert_tp() == c.tp;
+  pc.expert_tp = same_tp ? pc.tp : comm.new_group("expert-tensor-parallel", experts.groups("tp"));
+  pc.checkpoint_shard =
+      same_tp ? pc.expert_dp : comm.new_group("checkpoint-shard", state.checkpoint_shard_groups());
   MEGATRON_ASSERT(pc.tp->ranks() == state.tp_group() && pc.dp->ranks() == state.dp_group() &&
                       pc.pp->ranks() == state.pp_group() && pc.mp->ranks() == state.model_parallel_group() &&
                       pc.ep->ranks() == state.ep_group() && pc.expert_dp->ranks() == state.expert_dp_group() &&
-                      pc.tp_ep->ranks() == state.expert_tp_ep_group(),
+                      pc.tp_ep->ranks() == state.expert_tp_ep_group() &&
+                      pc.expert_tp->ranks() == state.expert_tp_group() &&
+                      pc.checkpoint_shard->ranks() == state.checkpoint_shard_group(),
                   "communicator groups disagree with ParallelState");
   return pc;
 }

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <array>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "megatron/core/check.h"
@@ -88,6 +91,11 @@ std::vector<std::string> ParallelConfig::validate() const {
   }
   if (ep < 1) problems.push_back("--expert-model-parallel-size must be at least 1");
   if (etp < 0) problems.push_back("--expert-tensor-parallel-size must be at least 1");
+  // Each checkpoint folder then holds one dense and one expert shard (checkpoint_shard_index).
+  if (problems.empty() && tp % expert_tp() != 0 && expert_tp() % tp != 0) {
+    problems.push_back(str_cat("--expert-tensor-parallel-size ", expert_tp(),
+                               " must divide --tensor-model-parallel-size ", tp, " or be a multiple of it"));
+  }
   if (problems.empty() && world_size % (expert_tp() * ep * pp) != 0) {
     problems.push_back(str_cat("decoder world_size (", world_size,
                                ") is not divisible by expert_tensor_model_pipeline_parallel size (",
@@ -128,6 +136,53 @@ ParallelState::ParallelState(const ParallelConfig& config, int rank) : config_(c
   ep_rank_ = position_in(ep_group_, rank);
   expert_tp_rank_ = position_in(expert_tp_group_, rank);
   expert_dp_rank_ = position_in(expert_dp_group_, rank);
+  checkpoint_shard_group_ = group_of(checkpoint_shard_groups(), rank);
+}
+
+std::vector<std::array<int, 3>> ParallelState::checkpoint_shards_of_ranks() const {
+  const ParallelConfig& c = config_;
+  const RankGenerator dense(c.tp, 1, c.dp(), c.pp, c.cp, c.order());
+  const RankGenerator experts(c.expert_tp(), c.ep, c.expert_dp(), c.pp, 1, c.order());
+  // Every rank's position in its group of each kind.
+  const auto positions = [&](const RankGroups& groups) {
+    std::vector<int> of(static_cast<std::size_t>(c.world_size));
+    for (const auto& g : groups) {
+      for (std::size_t i = 0; i < g.size(); ++i) of[static_cast<std::size_t>(g[i])] = static_cast<int>(i);
+    }
+    return of;
+  };
+  const auto tp_of = positions(dense.groups("tp")), pp_of = positions(dense.groups("pp"));
+  const auto etp_of = positions(experts.groups("tp")), ep_of = positions(experts.groups("ep"));
+  std::vector<std::array<int, 3>> out;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(c.world_size); ++r) {
+    out.push_back({c.tp >= c.expert_tp() ? tp_of[r] : etp_of[r], pp_of[r], ep_of[r]});
+  }
+  return out;
+}
+
+RankGroups ParallelState::checkpoint_shard_groups() const {
+  // In the order of their first rank, ranks ascending.
+  std::map<std::array<int, 3>, std::size_t> index;
+  RankGroups groups;
+  const auto shards = checkpoint_shards_of_ranks();
+  for (int r = 0; r < config_.world_size; ++r) {
+    const auto [it, added] = index.emplace(shards[static_cast<std::size_t>(r)], groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(r);
+  }
+  return groups;
+}
+
+std::vector<std::string> ParallelState::checkpoint_shard_names() const {
+  std::set<std::string> names;
+  for (const auto& [index, pp_rank, ep_rank] : checkpoint_shards_of_ranks()) {
+    names.insert(checkpoint_shard_name(index, pp_rank, config_.pp, ep_rank, config_.ep));
+  }
+  return {names.begin(), names.end()};
+}
+
+int ParallelState::checkpoint_shard_index() const {
+  return config_.tp >= config_.expert_tp() ? tp_rank_ : expert_tp_rank_;
 }
 
 int ParallelState::next_pipeline_rank() const {
@@ -139,7 +194,7 @@ int ParallelState::prev_pipeline_rank() const {
 }
 
 std::string ParallelState::checkpoint_shard_name() const {
-  return checkpoint_shard_name(tp_rank_, pp_rank_, config_.pp, ep_rank_, config_.ep);
+  return checkpoint_shard_name(checkpoint_shard_index(), pp_rank_, config_.pp, ep_rank_, config_.ep);
 }
 
 std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank, int ep) {

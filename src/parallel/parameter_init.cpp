@@ -70,7 +70,7 @@ at::Tensor ParameterInit::normal_experts(std::string_view name, at::IntArrayRef 
   std::vector<std::int64_t> block(full_shape.begin(), full_shape.end());
   block[0] /= ep;
   const std::int64_t block_numel = c10::multiply_integers(block);
-  return draw(name, block, std, layout, tp_rank(pc), tp_size(pc), ep_rank * block_numel, options);
+  return draw(name, block, std, layout, expert_tp_rank(pc), expert_tp_size(pc), ep_rank * block_numel, options);
 }
 
 at::Tensor ParameterInit::full(std::string_view name, at::IntArrayRef full_shape, double std) const {

@@ -30,6 +30,10 @@ int tp_size(const ParallelContext& pc) {
   return pc.tp->size();
 }
 
+int expert_tp_rank(const ParallelContext& pc) { return pc.expert_tp ? pc.expert_tp->rank() : tp_rank(pc); }
+
+int expert_tp_size(const ParallelContext& pc) { return pc.expert_tp ? pc.expert_tp->size() : tp_size(pc); }
+
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const ParallelContext& pc, bool sequence_parallel, bool gather_output) {
   const at::Tensor input =

@@ -61,14 +61,17 @@ void Checkpointer::save(const checkpoint::CheckpointState& state) {
   checkpoint::ShardWriter writer;
   writer.shard = ps_.checkpoint_shard_name();
   writer.distributed_optimizer = distributed_optimizer_;
-  // The ranks writing into one shard folder: DP x CP, or under expert parallelism the
-  // expert-data-parallel group (Megatron's writer is expert-data-parallel rank 0). The
-  // distributed optimizer writes one file per rank of that group.
-  writer.group = ps_.ep() > 1 ? pc_.expert_dp.get() : pc_.dp_cp.get();
+  // The ranks writing into one shard folder: DP x CP, or with experts the ranks that hold the same
+  // experts and dense shard (the expert-data-parallel group when the experts' TP size is TP:
+  // Megatron's writer is expert-data-parallel rank 0). The distributed optimizer writes one file
+  // per rank of that group.
+  writer.group = pc_.checkpoint_shard.get();
   writer.model = writer.group->rank() == 0;
   writer.dp_rank = writer.group->rank();
   writer.dp_size = writer.group->size();
   writer.ep = ps_.ep();
+  writer.tp = ps_.tp();
+  writer.etp = ps_.expert_tp();
   if (!async) {
     checkpoint::save_checkpoint(root, state, writer, pc_);
     committed(state.iteration);
@@ -124,55 +127,77 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   const model::ModelConfig saved_model =
       saved.config.is_null() ? target.model : checkpoint::saved_model_config(saved.config, folder);
   refuse_another_model(target.model, saved_model, folder);
-  const bool reshard =
-      saved.tp != ps_.tp() || saved.ep != ps_.ep() || !checkpoint::same_layer_split(saved_split, target.layout);
+  const bool reshard = saved.tp != ps_.tp() || saved.ep != ps_.ep() || saved.etp != ps_.expert_tp() ||
+                       !checkpoint::same_layer_split(saved_split, target.layout);
   const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;
   checkpoint::CheckpointState state;
   if (reshard) {
     const bool experts = saved.ep > 1 || ps_.ep() > 1;
+    const bool expert_tp = saved.etp != saved.tp || ps_.expert_tp() != ps_.tp();
     out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
          << " x pipeline-model-parallel size " << saved.pp << " (" << saved_split.chunks
          << " virtual stages per pipeline rank)";
     if (experts) out_ << " x expert-model-parallel size " << saved.ep;
+    if (expert_tp) out_ << " (expert-tensor-parallel size " << saved.etp << ")";
     out_ << " to " << ps_.tp() << " x " << ps_.pp() << " (" << target.layout.chunks << ")";
     if (experts) out_ << " x " << ps_.ep();
+    if (expert_tp) out_ << " (" << ps_.expert_tp() << ")";
     out_ << "; the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
     const bool tied = !saved_model.untie_embeddings_and_output_weights;
-    const checkpoint::ReshardTarget to{target.params, target.layouts, ps_.tp_rank(), ps_.tp(),
-                                       ps_.pp_rank(),  target.layout,  ps_.ep_rank(),  ps_.ep(),
-                                       target.buffers};
-    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep}, to, load_optimizer);
+    const checkpoint::ReshardTarget to{.params = target.params,
+                                       .layouts = target.layouts,
+                                       .tp_rank = ps_.tp_rank(),
+                                       .tp = ps_.tp(),
+                                       .pp_rank = ps_.pp_rank(),
+                                       .layout = target.layout,
+                                       .ep_rank = ps_.ep_rank(),
+                                       .ep = ps_.ep(),
+                                       .etp_rank = ps_.expert_tp_rank(),
+                                       .etp = ps_.expert_tp(),
+                                       .buffers = target.buffers};
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep, saved.etp}, to,
+                                       load_optimizer);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
     state = checkpoint::load_checkpoint(root, *tracker, ps_.checkpoint_shard_name(), load_optimizer,
                                         !plan_.finetune && plan_.load_rng, target.optimizer_pieces);
-    if (load_optimizer && ps_.ep() > 1 && saved.distributed_optimizer) add_dense_optimizer_pieces(target, *tracker, state);
+    if (load_optimizer && saved.distributed_optimizer) add_sibling_optimizer_pieces(target, *tracker, state);
   }
   refuse_another_model(target.model, checkpoint::saved_model_config(state.config, folder), folder);
   checkpoint::load_parameters(target.params, state.model, folder + "/" + ps_.checkpoint_shard_name());
   return state;
 }
 
-void Checkpointer::add_dense_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
-                                              checkpoint::CheckpointState& state) const {
-  // The distributed optimizer's shards of the dense parameters are spread over the files of every
-  // expert-parallel rank's folder; this rank's experts are all in its own (the other folders'
-  // expert tensors are other experts under the same names).
+void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
+                                                checkpoint::CheckpointState& state) const {
+  // The distributed optimizer shards the dense parameters over DP x CP and the experts over the
+  // expert-data-parallel group, and each rank writes its pieces into its own folder: the state of
+  // this rank's dense shard is spread over every folder of the stage with the same TP shard (every
+  // EP rank's), that of its experts over the folders of its EP rank with the same expert-TP shard.
+  // (The other folders' tensors of the same names are other shards or other experts.)
   std::set<std::string> expert_params;
   for (std::size_t i = 0; i < target.params.size(); ++i) {
     if (target.layouts[i].expert_parallel) expert_params.insert(target.params[i].first);
   }
-  const checkpoint::TensorFilter dense = [&](const std::string& name, std::int64_t numel) {
-    const auto piece = checkpoint::parse_optimizer_state_piece(name);
-    if (piece && expert_params.contains(piece->param)) return false;
-    return !target.optimizer_pieces || target.optimizer_pieces(name, numel);
-  };
+  const int folders = ps_.checkpoint_shards();
+  const auto all = ps_.checkpoint_shard_names();
+  const std::set<std::string> names(all.begin(), all.end());
   for (int e = 0; e < ps_.ep(); ++e) {
-    if (e == ps_.ep_rank()) continue;
-    const std::string shard =
-        parallel::ParallelState::checkpoint_shard_name(ps_.tp_rank(), ps_.pp_rank(), ps_.pp(), e, ps_.ep());
-    auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, dense);
-    for (auto& part : other.optimizer_parts) state.optimizer_parts.push_back(std::move(part));
+    for (int t = 0; t < folders; ++t) {
+      if (e == ps_.ep_rank() && t == ps_.checkpoint_shard_index()) continue;
+      const bool dense = t % ps_.tp() == ps_.tp_rank();
+      const bool experts = e == ps_.ep_rank() && t % ps_.expert_tp() == ps_.expert_tp_rank();
+      if (!dense && !experts) continue;
+      const checkpoint::TensorFilter mine = [&](const std::string& name, std::int64_t numel) {
+        const auto piece = checkpoint::parse_optimizer_state_piece(name);
+        if ((piece && expert_params.contains(piece->param)) ? !experts : !dense) return false;
+        return !target.optimizer_pieces || target.optimizer_pieces(name, numel);
+      };
+      const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, ps_.pp_rank(), ps_.pp(), e, ps_.ep());
+      if (!names.contains(shard)) continue;  // no rank of the grid has these coordinates
+      auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, mine);
+      for (auto& part : other.optimizer_parts) state.optimizer_parts.push_back(std::move(part));
+    }
   }
 }
 

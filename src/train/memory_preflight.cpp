@@ -70,9 +70,10 @@ MemoryNeed rank_memory_need(const model::ModelConfig& config, const RankShare& s
   for (std::size_t c = 0; c < chunks; ++c) {
     const bool first = share.pp_rank == 0 && c == 0;
     const bool last = share.pp_rank == share.pp - 1 && c + 1 == chunks;
-    need.parameters =
-        saturating_add(need.parameters, config.num_parameters(share.tp, share.chunk_layers[c], first, last, share.ep));
-    experts = saturating_add(experts, config.num_expert_parameters(share.tp, share.chunk_layers[c], share.ep));
+    const std::int64_t layers = share.chunk_layers[c];
+    need.parameters = saturating_add(need.parameters,
+                                     config.num_parameters(share.tp, layers, first, last, share.ep, share.expert_tp));
+    experts = saturating_add(experts, config.num_expert_parameters(share.tp, layers, share.ep, share.expert_tp));
   }
   need.parameter_bytes = saturating_mul(need.parameters, settings.param_bytes);
   need.gradient_bytes = saturating_mul(need.parameters, settings.grad_in_fp32 ? 4 : settings.param_bytes);

@@ -51,7 +51,8 @@ RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config
 
 RankShare rank_share(const parallel::ParallelState& ps, const parallel::PipelineLayout& layout) {
   // dp: the ranks the distributed optimizer shards over, DP x CP.
-  RankShare share{ps.rank(), ps.tp(), ps.tp_rank(), ps.pp(), ps.pp_rank(), ps.dp() * ps.cp(), {}, ps.ep(), ps.expert_dp()};
+  RankShare share{ps.rank(), ps.tp(),  ps.tp_rank(),   ps.pp(),       ps.pp_rank(), ps.dp() * ps.cp(),
+                  {},        ps.ep(), ps.expert_dp(), ps.expert_tp()};
   for (int c = 0; c < layout.chunks; ++c) share.chunk_layers.push_back(layout.layers(ps.pp_rank(), c).count);
   return share;
 }

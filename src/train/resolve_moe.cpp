@@ -1,8 +1,10 @@
 // Megatron's validate_args and TransformerConfig checks for the mixture-of-experts flags, and the
 // defaults they derive (--moe-ffn-hidden-size, --expert-tensor-parallel-size); what this build
-// does not run yet is refused by name, together with every other problem.
+// does not run yet is refused by name, together with every other problem. (The expert TP size's
+// fit with the world and with TP is the parallel layout's check.)
 #include "megatron/core/check.h"
 #include "megatron/model/moe_config.h"
+#include "megatron/parallel/parallel_state.h"
 #include "resolve_arguments.h"
 
 namespace megatron::train::detail {
@@ -40,8 +42,18 @@ void Resolver::moe() {
   check(tp == 1 || p.sequence_parallel,
         "During training, performance may degrade if MoE and tensor parallelism are enabled without also enabling "
         "sequence parallelism.");
-  unsupported(*p.expert_tensor_parallel_size != tp,
-              "--expert-tensor-parallel-size " + num(std::int64_t{*p.expert_tensor_parallel_size}));
+  const int etp = *p.expert_tensor_parallel_size;
+  if (positive("--expert-tensor-parallel-size", "expert_tensor_parallel_size", etp)) {
+    check(*e.moe_ffn_hidden_size % etp == 0, "--moe-ffn-hidden-size (" + num(std::int64_t{*e.moe_ffn_hidden_size}) +
+                                                 ") must be divisible by --expert-tensor-parallel-size (" +
+                                                 num(std::int64_t{etp}) + ")");
+    // The experts' grid in the world (Megatron's check), and its fit with TP.
+    if (parallel_ok_ && ep > 0) {
+      const parallel::ParallelConfig grid{p.world_size, tp, p.pipeline_model_parallel_size, p.context_parallel_size,
+                                          p.use_tp_pp_dp_mapping, ep, etp};
+      for (std::string& message : grid.validate()) problem(std::move(message));
+    }
+  }
   unsupported(e.moe_shared_expert_overlap, "--moe-shared-expert-overlap");
   unsupported(e.moe_input_jitter_eps.has_value(), "--moe-input-jitter-eps");
   unsupported(a_.model.add_bias_linear, "--num-experts without --disable-bias-linear",

@@ -61,9 +61,10 @@ struct CheckpointState {
 };
 
 // Which files this rank writes into its shard folder. Under expert parallelism each EP rank has
-// folders of its own (mp_rank_TT[_PPP]_EEE) and their writers are the expert-data-parallel group:
-// dense parameters are in every EP rank's folder, its experts only in its own, and the
-// distributed optimizer's dense shards spread over the EP ranks' files.
+// folders of its own (mp_rank_TT[_PPP]_EEE) and their writers are the ranks sharing the folder
+// (ParallelState::checkpoint_shard_group; the expert-data-parallel group when the experts' TP size
+// is TP): dense parameters are in every EP rank's folder, its experts only in its own, and the
+// distributed optimizer's shards spread over the files of every folder holding the same tensors.
 struct ShardWriter {
   std::string shard = "mp_rank_00";  // ParallelState::checkpoint_shard_name()
   bool model = true;                 // model, RNG and meta.json: rank 0 of `group`
@@ -73,6 +74,10 @@ struct ShardWriter {
   int dp_rank = 0;  // the rank in `group`
   int dp_size = 1;  // the size of `group`: meta.json's data_parallel_size
   int ep = 1;       // the expert-parallel size: meta.json's expert_model_parallel_size
+  // meta.json's tensor_model_parallel_size and expert_tensor_parallel_size; 0: not recorded (a
+  // converter's shards, whose TP is the folders' count and the experts' TP the same).
+  int tp = 0;
+  int etp = 0;
   // The ranks writing into this shard folder: DP x CP, or the expert-data-parallel group under
   // expert parallelism. Null: the context's DP x CP group.
   const parallel::ProcessGroup* group = nullptr;
@@ -123,13 +128,16 @@ std::string describe_iterations(const std::vector<std::int64_t>& iterations);
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);
 
-// The parallel layout a checkpoint was saved with: TP, PP and EP from its mp_rank_TT[_PPP][_EEE] folders,
-// DP and the optimizer kind from the first shard's meta.json. Throws, naming the folder, when it
+// The parallel layout a checkpoint was saved with: PP from its mp_rank_TT[_PPP][_EEE] folders; TP
+// (the folders' count when not recorded), the experts' TP and EP sizes, DP and the optimizer kind
+// from the first shard's meta.json. With an expert TP size other than TP there are max(TP, ETP)
+// folders per stage and EP rank (ParallelState::checkpoint_shard_index). Throws, naming the folder, when it
 // does not exist (blaming the tracker), has no shard folders, or its first shard has no meta.json.
 struct SavedLayout {
   int tp = 1;
   int pp = 1;
   int ep = 1;  // expert_model_parallel_size in the first shard's meta.json (1 when absent)
+  int etp = 1;  // expert_tensor_parallel_size there (tp when absent)
   int dp = 1;
   bool distributed_optimizer = false;
   nlohmann::json config;  // the run configuration it was saved with (empty if unknown)

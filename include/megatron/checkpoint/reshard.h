@@ -1,7 +1,7 @@
 // Loading a checkpoint saved in another tensor x pipeline x expert layout: each parameter a rank
 // holds now is found where the saved layout put it (stage, chunk, stage-local name), its saved TP
-// shards are joined (and for expert weights the EP ranks' blocks of experts after them) and this
-// rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
+// shards are joined (for expert weights the expert-TP shards of each EP rank's block of experts,
+// then the blocks) and this rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
 // configuration says of the model and its layer split, for the trainer's resume and for tools
 // that load a checkpoint into one process.
 #pragma once
@@ -27,6 +27,7 @@ struct ReshardSource {
   parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
   bool tied_embeddings = true;      // the output layer is the word embedding
   int ep = 1;                       // expert-parallel size: each EP rank's folders hold its experts
+  int etp = 0;                      // the experts' TP size (0: tp); max(tp, etp) folders per stage and EP rank
 };
 // ... and what this rank holds now: its parameters under their current names, their TP layouts,
 // its TP rank and size, its pipeline stage and the current layer split.
@@ -39,6 +40,8 @@ struct ReshardTarget {
   parallel::PipelineLayout layout;
   int ep_rank = 0;  // expert weights (layout expert_parallel): this rank's block of the experts
   int ep = 1;
+  int etp_rank = 0;  // and of each expert this expert-TP rank's shard
+  int etp = 0;       // 0: tp (etp_rank then tp_rank)
   std::size_t buffers = 0;  // the last `buffers` of params are buffers (expert biases): no optimizer state
 };
 // This rank's parameters cut from the saved shards (model), and with `load_optimizer` its whole

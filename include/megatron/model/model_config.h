@@ -117,12 +117,13 @@ struct ModelConfig {
   // a second time when the last chunk is not also the first). Split weights count 1/tp, norms and
   // row-parallel biases whole. With MoE layers, each counts its router, experts (no biases) and
   // shared expert instead of the MLP; `layers` short of the whole model holds its share of them.
-  // Under expert parallelism a rank holds 1/ep of the experts. Saturates at INT64_MAX instead of
-  // wrapping.
-  std::int64_t num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk, int ep = 1) const;
+  // Under expert parallelism a rank holds 1/ep of the experts, each split over the expert TP size
+  // `etp` (0: tp). Saturates at INT64_MAX instead of wrapping.
+  std::int64_t num_parameters(int tp, std::int64_t layers, bool first_chunk, bool last_chunk, int ep = 1,
+                              int etp = 0) const;
   // Of those, the experts' weights (0 for a dense model): what the expert-data-parallel group
   // reduces and the distributed optimizer shards over it.
-  std::int64_t num_expert_parameters(int tp, std::int64_t layers, int ep = 1) const;
+  std::int64_t num_expert_parameters(int tp, std::int64_t layers, int ep = 1, int etp = 0) const;
 };
 
 }  // namespace megatron::model

@@ -26,6 +26,10 @@ struct ParallelContext {
   std::shared_ptr<ProcessGroup> ep;         // expert-model-parallel: the ranks splitting a layer's experts
   std::shared_ptr<ProcessGroup> expert_dp;  // expert-data-parallel: the ranks holding the same experts
   std::shared_ptr<ProcessGroup> tp_ep;      // expert tensor x expert model parallel: the allgather dispatcher's
+  std::shared_ptr<ProcessGroup> expert_tp;  // expert-tensor-parallel: the ranks splitting each expert (tp when equal)
+  // The ranks writing one checkpoint folder (ParallelState::checkpoint_shard_group; expert_dp when
+  // the expert TP size is the TP size).
+  std::shared_ptr<ProcessGroup> checkpoint_shard;
   std::shared_ptr<ProcessGroup> world;
 
   // Collective over the world: makes every group kind in Megatron's creation order.

@@ -6,6 +6,8 @@
 // data-parallel size (world / (etp x ep x pp)), the same pp, cp = 1, in the same order.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +79,8 @@ class ParallelState {
   // The experts' grid: this rank's coordinates and groups in it.
   int ep() const { return config_.ep; }
   int expert_tp() const { return config_.expert_tp(); }
+  // Checkpoint folders per stage and EP rank: max(TP, expert TP) (one divides the other).
+  int checkpoint_shards() const { return std::max(config_.tp, config_.expert_tp()); }
   int expert_dp() const { return config_.expert_dp(); }
   int ep_rank() const { return ep_rank_; }
   int expert_tp_rank() const { return expert_tp_rank_; }
@@ -92,8 +96,20 @@ class ParallelState {
   int prev_pipeline_rank() const;
 
   // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1, then _EEE (the
-  // expert-parallel rank) when ep > 1.
+  // expert-parallel rank) when ep > 1. TT is the checkpoint shard index: the TP rank, or where the
+  // experts are split finer than the dense layers (expert TP > TP) the expert TP rank, so that the
+  // folders hold every dense shard and every expert shard (this build's rule: Megatron writes
+  // such layouts only in its distributed format).
   std::string checkpoint_shard_name() const;
+  int checkpoint_shard_index() const;
+  // The ranks that share this rank's checkpoint folder (ascending; rank 0 of it writes the model),
+  // and those groups for the whole world: the same shard index, pipeline stage and EP rank. With
+  // expert TP = TP this is the expert-data-parallel group.
+  const std::vector<int>& checkpoint_shard_group() const { return checkpoint_shard_group_; }
+  RankGroups checkpoint_shard_groups() const;
+  // The folder names of the whole world (sorted): which (shard index, EP rank) pairs occur depends
+  // on the grid (TP 2 with expert TP 1 and EP 2 on two ranks: mp_rank_00_000 and mp_rank_01_001).
+  std::vector<std::string> checkpoint_shard_names() const;
   // The same for any TP and PP rank of a layout with `pp` stages; with `ep` > 1 Megatron's
   // expert suffix follows: mp_rank_TT[_PPP]_EEE.
   static std::string checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank = 0, int ep = 1);
@@ -106,12 +122,16 @@ class ParallelState {
   std::uint64_t expert_parallel_seed(std::uint64_t seed) const;
 
  private:
+  // Every rank's (shard index, pipeline rank, EP rank).
+  std::vector<std::array<int, 3>> checkpoint_shards_of_ranks() const;
+
   ParallelConfig config_;
   int rank_;
   int tp_rank_ = 0, pp_rank_ = 0, dp_rank_ = 0, cp_rank_ = 0;
   int ep_rank_ = 0, expert_tp_rank_ = 0, expert_dp_rank_ = 0;
   std::vector<int> tp_group_, pp_group_, dp_group_, dp_cp_group_, mp_group_, embedding_group_;
   std::vector<int> ep_group_, expert_tp_group_, expert_dp_group_, expert_tp_ep_group_, expert_mp_group_;
+  std::vector<int> checkpoint_shard_group_;
 };
 
 }  // namespace megatron::parallel

@@ -40,7 +40,8 @@ class ParameterInit {
                     const at::TensorOptions& options) const;
 
   // The same for an MoE layer's expert weight [E, ...] (layout.expert_parallel): this rank's E/EP
-  // experts, block `ep_rank` of `ep` along dim 0, and of that block this TP rank's shard.
+  // experts, block `ep_rank` of `ep` along dim 0, and of that block this expert-TP rank's shard
+  // (expert_tp_rank / expert_tp_size).
   at::Tensor normal_experts(std::string_view name, at::IntArrayRef full_shape, double std,
                             const TensorParallelLayout& layout, int ep_rank, int ep, const ParallelContext& pc,
                             const at::TensorOptions& options) const;

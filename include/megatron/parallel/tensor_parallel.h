@@ -37,6 +37,10 @@ struct ParameterList {
 // This rank's position in, and the size of, the context's TP group.
 int tp_rank(const ParallelContext& pc);
 int tp_size(const ParallelContext& pc);
+// The same for the expert-tensor-parallel group, which splits each expert (the TP group where the
+// context has none).
+int expert_tp_rank(const ParallelContext& pc);
+int expert_tp_size(const ParallelContext& pc);
 
 
 struct LinearOptions {

@@ -73,10 +73,11 @@ class Checkpointer {
 
  private:
   void committed(std::int64_t iteration);
-  // Under expert parallelism with the same layout: the optimizer pieces of this rank's dense
-  // parameters that the other expert-parallel ranks' folders hold, into state.optimizer_parts.
-  void add_dense_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
-                                  checkpoint::CheckpointState& state) const;
+  // The distributed optimizer's state in the same layout: the pieces this rank owns that other
+  // folders of its stage hold (other EP ranks' for dense parameters, other TP ranks' where the
+  // experts' TP size is not TP), into state.optimizer_parts.
+  void add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
+                                    checkpoint::CheckpointState& state) const;
 
   CheckpointPlan plan_;
   const parallel::ParallelContext& pc_;

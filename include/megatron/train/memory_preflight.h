@@ -26,6 +26,7 @@ struct RankShare {
   std::vector<std::int64_t> chunk_layers{0};  // transformer layers of each model chunk it holds
   int ep = 1;         // expert-parallel size: the rank holds 1/ep of each MoE layer's experts
   int expert_dp = 1;  // the ranks the distributed optimizer shards the experts over
+  int expert_tp = 0;  // each expert split over this many ranks (0: tp)
 };
 
 // The run's numerics and the sizes that scale activations.

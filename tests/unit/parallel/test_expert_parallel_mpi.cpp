@@ -3,10 +3,11 @@
 // by source, destination and position, so that every received row is checked exactly, and the
 // backward returns each gradient row to the row it came from; the variable-size all-gather and
 // reduce-scatter likewise. And the MoE layer with its experts split over EP (EP = the world, or
-// TP2 x EP with sequence parallelism), with either dispatcher, against the layer holding every
+// TP2 x EP with sequence parallelism, the experts split over TP2 or whole, or each split over
+// expert TP 2 at TP 1), with either dispatcher, against the layer holding every
 // expert in one process, on each rank's own tokens: outputs, input and router gradients equal;
-// each local expert's gradient is its shard of the sum over the TP x EP group of every rank's
-// single-process gradient of that expert.
+// each local expert's gradient is its expert-TP shard of the sum over the expert TP x EP group of
+// every rank's single-process gradient of that expert.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -84,16 +85,17 @@ TEST(ExpertAllToAll, VariableAllGatherAndReduceScatterRows) {
   }
 }
 
-// TP x EP = the world, PP = 1; made once per TP size (collectively).
-const ParallelContext& ep_context(int tp) {
-  static std::map<int, std::pair<std::unique_ptr<ParallelState>, ParallelContext>> made;
-  auto it = made.find(tp);
+// Expert TP x EP = the world (TP x DP for the dense layers), PP = 1; made once per layout
+// (collectively).
+const ParallelContext& ep_context(int tp, int etp) {
+  static std::map<std::pair<int, int>, std::pair<std::unique_ptr<ParallelState>, ParallelContext>> made;
+  auto it = made.find({tp, etp});
   if (it == made.end()) {
     Communicator& comm = testing::world();
-    ParallelConfig config{comm.world_size(), tp, 1, 1, false, comm.world_size() / tp};
+    ParallelConfig config{comm.world_size(), tp, 1, 1, false, comm.world_size() / etp, etp};
     auto state = std::make_unique<ParallelState>(config, comm.rank());
     ParallelContext pc = ParallelContext::create(*state, comm);
-    it = made.emplace(tp, std::make_pair(std::move(state), pc)).first;
+    it = made.emplace(std::make_pair(tp, etp), std::make_pair(std::move(state), pc)).first;
   }
   return it->second.second;
 }
@@ -109,6 +111,7 @@ std::map<std::string, at::Tensor> gradients_of(const model::MoeLayer& layer) {
 struct Layout {
   model::TokenDispatcher dispatcher;
   int tp;
+  int etp;  // the experts' TP size
 };
 
 class ExpertParallelMoe : public ::testing::TestWithParam<Layout> {};
@@ -116,9 +119,9 @@ class ExpertParallelMoe : public ::testing::TestWithParam<Layout> {};
 // The layer with its experts split over EP (and each over TP, with sequence parallelism) against
 // the layer holding every expert whole in one process, on each rank's own tokens.
 TEST_P(ExpertParallelMoe, DispatchGivesTheSingleProcessLayer) {
-  const int tp = GetParam().tp;
-  if (testing::world().world_size() % (2 * tp) != 0) GTEST_SKIP() << "needs EP >= 2 at TP " << tp;
-  const ParallelContext& pc = ep_context(tp);
+  const int tp = GetParam().tp, etp = GetParam().etp, world = testing::world().world_size();
+  if (world % tp != 0 || world % (etp == tp ? 2 * etp : etp) != 0) GTEST_SKIP() << "needs EP >= 2 at TP " << tp;
+  const ParallelContext& pc = ep_context(tp, etp);
   const int ep = pc.ep->size(), ep_rank = pc.ep->rank();
   model::ModelConfig c;
   c.num_layers = 2;
@@ -164,24 +167,30 @@ TEST_P(ExpertParallelMoe, DispatchGivesTheSingleProcessLayer) {
   for (std::size_t i = 0; i < list.named.size(); ++i) {
     const std::string& name = list.named[i].first;
     if (!list.layouts[i].expert_parallel) continue;
-    // Every rank of the TP x EP group sends its tokens to every expert: the expected gradient is
-    // the sum of every rank's single-process one, of which this rank holds its experts' TP shard.
+    // Every rank of the expert TP x EP group sends its tokens to every expert: the expected
+    // gradient is the sum of every rank's single-process one, of which this rank holds its
+    // experts' expert-TP shard.
     at::Tensor summed = w.at(name).clone();
     pc.comm->all_reduce(summed, ReduceOp::kSum, *pc.tp_ep).wait();
-    const at::Tensor mine = shard_of_full(summed.narrow(0, 2 * ep_rank, 2), list.layouts[i], pc.tp->rank(), tp);
+    const at::Tensor mine =
+        shard_of_full(summed.narrow(0, 2 * ep_rank, 2), list.layouts[i], pc.expert_tp->rank(), etp);
     testing::expect_close(g.at(name), mine, tol, name + " gradient");
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dispatchers, ExpertParallelMoe,
-                         ::testing::Values(Layout{model::TokenDispatcher::kAllGather, 1},
-                                           Layout{model::TokenDispatcher::kAllToAll, 1},
-                                           Layout{model::TokenDispatcher::kAllGather, 2},
-                                           Layout{model::TokenDispatcher::kAllToAll, 2}),
+                         ::testing::Values(Layout{model::TokenDispatcher::kAllGather, 1, 1},
+                                           Layout{model::TokenDispatcher::kAllToAll, 1, 1},
+                                           Layout{model::TokenDispatcher::kAllGather, 2, 2},
+                                           Layout{model::TokenDispatcher::kAllToAll, 2, 2},
+                                           Layout{model::TokenDispatcher::kAllGather, 2, 1},
+                                           Layout{model::TokenDispatcher::kAllToAll, 2, 1},
+                                           Layout{model::TokenDispatcher::kAllGather, 1, 2},
+                                           Layout{model::TokenDispatcher::kAllToAll, 1, 2}),
                          [](const auto& param_info) {
                            const Layout& l = param_info.param;
                            return std::string(l.dispatcher == model::TokenDispatcher::kAllGather ? "AllGather" : "AllToAll") +
-                                  "Tp" + std::to_string(l.tp);
+                                  "Tp" + std::to_string(l.tp) + "Etp" + std::to_string(l.etp);
                          });
 
 }  // namespace

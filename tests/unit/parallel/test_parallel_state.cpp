@@ -76,6 +76,36 @@ TEST(ParallelState, ExpertGridMatchesMegatronsExpertRankGenerator) {
   ParallelConfig etp1{4, 2, 1, 1, false, 2, 1};
   EXPECT_EQ(ParallelState(etp1, 2).ep_group(), (std::vector<int>{2, 3}));
   EXPECT_EQ(ParallelState(etp1, 1).expert_dp_group(), (std::vector<int>{1, 3}));
+  // Checkpoint folders with the experts' TP size other than TP (this build's rule): one folder per
+  // shard index (the TP rank, or the expert-TP rank where that is larger), stage and EP rank,
+  // written by the ranks sharing it.
+  EXPECT_EQ(ParallelState(etp1, 1).checkpoint_shard_name(), "mp_rank_01_001");  // dense TP 1, experts of EP 1
+  EXPECT_EQ(ParallelState(etp1, 2).checkpoint_shard_name(), "mp_rank_00_000");
+  EXPECT_EQ(ParallelState(etp1, 0).checkpoint_shard_groups(), (RankGroups{{0, 2}, {1, 3}}));
+  // Only the pairs the grid has: dense TP shard 1 is only with EP rank 1's experts.
+  EXPECT_EQ(ParallelState(etp1, 0).checkpoint_shard_names(), (std::vector<std::string>{"mp_rank_00_000", "mp_rank_01_001"}));
+  const ParallelConfig tp2_etp1_ep1{4, 2, 1, 1, false, 1, 1};  // the experts whole on every rank
+  EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).checkpoint_shard_name(), "mp_rank_01");
+  EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).checkpoint_shard_group(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).expert_dp_group(), (std::vector<int>{0, 1, 2, 3}));
+  const ParallelConfig tp1_etp2{4, 1, 1, 1, false, 1, 2};  // each expert split over two DP ranks
+  const ParallelState r3(tp1_etp2, 3);
+  EXPECT_EQ(r3.checkpoint_shards(), 2);
+  EXPECT_EQ(r3.checkpoint_shard_index(), 1);
+  EXPECT_EQ(r3.checkpoint_shard_name(), "mp_rank_01");
+  EXPECT_EQ(r3.checkpoint_shard_groups(), (RankGroups{{0, 2}, {1, 3}}));
+  // With the experts' TP size TP the folder's writers are the expert-data-parallel group.
+  for (const ParallelConfig& c : {ParallelConfig{8, 2, 2, 1, false, 2}, ParallelConfig{8, 1, 1, 2, false, 2},
+                                  ParallelConfig{8, 2, 1, 1, true, 1}}) {
+    for (int r = 0; r < 8; ++r) {
+      const ParallelState ps(c, r);
+      EXPECT_EQ(ps.checkpoint_shard_group(), ps.expert_dp_group()) << r;
+      EXPECT_EQ(ps.checkpoint_shard_index(), ps.tp_rank());
+    }
+  }
+  const std::vector<std::string> uneven = ParallelConfig{6, 2, 1, 1, false, 1, 3}.validate();
+  ASSERT_EQ(uneven.size(), 1u);
+  EXPECT_EQ(uneven[0], "--expert-tensor-parallel-size 3 must divide --tensor-model-parallel-size 2 or be a multiple of it");
   // Megatron's RuntimeError when the experts' grid does not divide the world.
   const ParallelConfig indivisible{6, 1, 1, 1, false, 4};
   const std::vector<std::string> problems = indivisible.validate();

@@ -191,9 +191,19 @@ TEST(Arguments, MixtureOfExperts) {
                   {"MoE and tensor parallelism are enabled without also enabling sequence parallelism"});
   EXPECT_EQ(parse_arguments(with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel"}), world(2))
                 .parallel.expert_tensor_parallel_size, 2);
-  expect_contains(problem_of(with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel",
-                                        "--expert-tensor-parallel-size", "1"}), world(2)),
-                  {"--expert-tensor-parallel-size 1 is not supported by this build yet"});
+  // The experts' own TP size: any that fits the world and divides TP or is a multiple of it.
+  const Args tp2 = with(moe, {"--tensor-model-parallel-size", "2", "--sequence-parallel"});
+  EXPECT_EQ(parse_arguments(with(tp2, {"--expert-tensor-parallel-size", "1", "--expert-model-parallel-size", "2"}),
+                            world(2)).parallel.expert_tensor_parallel_size, 1);
+  EXPECT_EQ(parse_arguments(with(moe, {"--expert-tensor-parallel-size", "2"}), world(2))
+                .parallel.expert_tensor_parallel_size, 2);
+  expect_contains(problem_of(with(moe, {"--expert-tensor-parallel-size", "5"}), world(5)),
+                  {"--moe-ffn-hidden-size (96) must be divisible by --expert-tensor-parallel-size (5)"});
+  expect_contains(problem_of(with(tp2, {"--expert-tensor-parallel-size", "3", "--moe-ffn-hidden-size", "96"}), world(6)),
+                  {"--expert-tensor-parallel-size 3 must divide --tensor-model-parallel-size 2 or be a multiple of it"});
+  expect_contains(problem_of(with(moe, {"--expert-tensor-parallel-size", "2", "--expert-model-parallel-size", "2"}),
+                             world(2)),
+                  {"decoder world_size (2) is not divisible by expert_tensor_model_pipeline_parallel size (4)"});
 }
 
 TEST(Arguments, RejectsWhatThisBuildCannotRunYet) {

@@ -149,6 +149,14 @@ TEST(MemoryPreflight, ExpertParallelRanksHoldTheirShareOfTheExperts) {
   const MemoryNeed whole = rank_memory_need(c, share, bf16(true));
   EXPECT_EQ(whole.parameters, dense + 8 * stage_experts);
   EXPECT_GT(whole.total(), 75'000'000'000);
+  // DeepSeek-style TP2 with the experts unsplit (expert TP 1) at EP8: the dense part halves, each
+  // rank keeps its whole experts (expert DP 64 / (4 x 8) = 2).
+  const RankShare etp1{0, 2, 0, 4, 1, 8, {8}, 8, 2, 1};
+  const std::int64_t dense_tp2 = c.num_parameters(2, 8, false, false) - experts / 4 / 2;
+  EXPECT_EQ(rank_memory_need(c, etp1, bf16(true)).parameters, dense_tp2 + stage_experts);
+  // Split over expert TP 2 as well: half of them.
+  const RankShare etp2{0, 2, 0, 4, 1, 8, {8}, 8, 1, 2};
+  EXPECT_EQ(rank_memory_need(c, etp2, bf16(true)).parameters, dense_tp2 + stage_experts / 2);
 }
 
 

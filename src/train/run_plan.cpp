@@ -128,7 +128,8 @@ RunPlan make_run_plan(const Arguments& args) {
                                            p.context_parallel_size,
                                            p.use_tp_pp_dp_mapping,
                                            p.expert_model_parallel_size,
-                                           p.expert_tensor_parallel_size.value_or(0)};
+                                           // Without experts their TP size is moot (Megatron keeps it unused).
+                                           args.moe.num_experts ? p.expert_tensor_parallel_size.value_or(0) : 0};
   plan.distributed_timeout_minutes = p.distributed_timeout_minutes;
   plan.pipeline = pipeline_plan(args);
   plan.precision = precision_plan(args.precision);

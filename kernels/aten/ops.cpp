@@ -172,4 +172,19 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, int
   return CrossEntropyFunction::apply(logits, target, ignore_index);
 }
 
+namespace {
+bool cpu_half(const at::Tensor& t) { return t.scalar_type() == at::kHalf && t.device().is_cpu(); }
+}  // namespace
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!cpu_half(x) || !cpu_half(weight)) return at::linear(x, weight, bias);
+  const at::Tensor b = bias.defined() ? bias.to(at::kFloat) : bias;
+  return at::linear(x.to(at::kFloat), weight.to(at::kFloat), b).to(at::kHalf);
+}
+
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
+  if (!cpu_half(a) || !cpu_half(b)) return at::matmul(a, b);
+  return at::matmul(a.to(at::kFloat), b.to(at::kFloat)).to(at::kHalf);
+}
+
 }  // namespace megatron::kernels::ops

@@ -116,7 +116,7 @@ at::Tensor SelfAttention::explicit_attention(const at::Tensor& q, const at::Tens
       q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
   const at::Tensor kg = k.permute({1, 2, 3, 0});  // [b, ng, hn, s]
   const at::Tensor vg = v.permute({1, 2, 0, 3});  // [b, ng, s, hn]
-  const at::Tensor scores = at::matmul(qg, kg).view({b * np, s, s});
+  const at::Tensor scores = kernels::ops::matmul(qg, kg).view({b * np, s, s});
   at::Tensor probs;
   if (mask.defined()) {
     // Megatron's ScaledMaskedSoftmax: masked scores set to -10000, softmax in fp32.
@@ -128,7 +128,7 @@ at::Tensor SelfAttention::explicit_attention(const at::Tensor& q, const at::Tens
     probs = kernels::causal_softmax_forward_reference(scores, scale);  // --no-masked-softmax-fusion
   }
   probs = dropout(probs, config_.attention_dropout, ctx, ctx.model_parallel_gen);
-  const at::Tensor context = at::matmul(probs.view({b, ng, per_group * s, s}), vg);  // [b, ng, per_group*s, hn]
+  const at::Tensor context = kernels::ops::matmul(probs.view({b, ng, per_group * s, s}), vg);  // [b, ng, per_group*s, hn]
   return context.view({b, ng, per_group, s, hn}).permute({3, 0, 1, 2, 4}).reshape({s, b, np * hn});
 }
 
@@ -212,7 +212,7 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
   const at::Tensor qg =
       q.reshape({s, b, ng, per_group, hn}).permute({1, 2, 3, 0, 4}).reshape({b, ng, per_group * s, hn});
   const double scale = 1.0 / std::sqrt(static_cast<double>(hn));
-  at::Tensor scores = at::matmul(qg, keys.permute({1, 2, 3, 0})).to(at::kFloat) * scale;  // softmax in fp32
+  at::Tensor scores = kernels::ops::matmul(qg, keys.permute({1, 2, 3, 0})).to(at::kFloat) * scale;  // softmax in fp32
   // Row j * s + i is query position past + i: it sees the keys up to itself.
   const auto longs = at::TensorOptions().dtype(at::kLong).device(x.device());
   const at::Tensor query_pos = at::arange(past, total, longs).repeat({per_group});
@@ -220,7 +220,7 @@ std::pair<at::Tensor, at::Tensor> SelfAttention::forward_cached(const at::Tensor
   scores = scores.masked_fill(key_pos.view({1, total}) > query_pos.view({per_group * s, 1}),
                               -std::numeric_limits<float>::infinity());
   const at::Tensor probs = at::softmax(scores, -1).to(q.scalar_type());
-  const at::Tensor context = at::matmul(probs, values.permute({1, 2, 0, 3}))  // [b, ng, per_group * s, hn]
+  const at::Tensor context = kernels::ops::matmul(probs, values.permute({1, 2, 0, 3}))  // [b, ng, per_group * s, hn]
                                  .view({b, ng, per_group, s, hn})
                                  .permute({3, 0, 1, 2, 4})
                                  .reshape({s, b, np * hn});

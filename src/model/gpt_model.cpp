@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/ops.h"
 #include "megatron/model/recompute.h"
 
 namespace megatron::model {
@@ -174,7 +175,7 @@ at::Tensor GptModel::forward_cached(const at::Tensor& tokens, KvCache& cache) co
   at::Tensor hidden = embed(tokens, positions.expand({tokens.size(0), s}), ForwardContext{false});  // [s, b, h]
   for (std::size_t i = 0; i < layers_.size(); ++i) hidden = layers_[i].forward_cached(hidden, cache.keys[i], cache.values[i]);
   hidden = final_layernorm_->forward(hidden);
-  return at::matmul(hidden, output_weight_.t()).transpose(0, 1).contiguous();  // [b, s, V]
+  return kernels::ops::matmul(hidden, output_weight_.t()).transpose(0, 1).contiguous();  // [b, s, V]
 }
 
 NamedTensors GptModel::checkpoint_tensors() const {

@@ -2,6 +2,7 @@
 #include "megatron/parallel/tensor_parallel.h"
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/ops.h"
 
 namespace megatron::parallel {
 namespace {
@@ -38,7 +39,7 @@ at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight,
                                   const ParallelContext& pc, bool sequence_parallel, bool gather_output) {
   const at::Tensor input =
       sequence_parallel ? gather_from_sequence_parallel_region(x, pc) : copy_to_tensor_parallel_region(x, pc);
-  const at::Tensor output = at::linear(input, weight, bias);
+  const at::Tensor output = kernels::ops::linear(input, weight, bias);
   return gather_output ? gather_from_tensor_parallel_region(output, pc) : output;
 }
 
@@ -75,7 +76,7 @@ RowParallelLinear::RowParallelLinear(int in_features, int out_features, double i
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
   const at::Tensor input = options_.input_is_parallel ? x : scatter_to_tensor_parallel_region(x, *pc_);
-  const at::Tensor partial = at::linear(input, weight_);
+  const at::Tensor partial = kernels::ops::linear(input, weight_);
   return options_.sequence_parallel ? reduce_scatter_to_sequence_parallel_region(partial, *pc_)
                                     : reduce_from_tensor_parallel_region(partial, *pc_);
 }

@@ -44,4 +44,12 @@ at::Tensor causal_softmax(const at::Tensor& x, double scale);
 // vocab-parallel form is parallel::vocab_parallel_cross_entropy, which uses the same kernels).
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, int64_t ignore_index = -100);
 
+// at::linear (x @ weight^T + bias, bias may be undefined) and at::matmul, differentiable. Float16
+// CPU tensors are multiplied in fp32 and the product rounded back to fp16 (the backward's
+// products likewise, through the casts' gradients): LibTorch's CPU float16 GEMM has no fast path
+// on CPUs without fp16 arithmetic and ran 5-35x slower than this (bench_matmul_fp16), and fp32
+// accumulation of fp16 inputs is what the GPU's fp16 GEMM does too. Everything else is ATen's op.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace megatron::kernels::ops

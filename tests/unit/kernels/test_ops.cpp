@@ -152,5 +152,23 @@ TEST(FusedOps, CrossEntropyMatchesLogSoftmaxNll) {
   }
 }
 
+// The products, through the same check in every dtype; in fp16 on the CPU they are fp32 products
+// rounded once, so there the output is also the fp64 product of the same inputs rounded to fp16
+// (to one fp16 rounding: fp32 and fp64 sums can round to neighbouring halves).
+TEST(FusedOps, LinearAndMatmulAreAtensProducts) {
+  const at::Tensor x = at::randn({3, 5, 24}), w = at::randn({40, 24}) * 0.3, b = at::randn({40});
+  check_op("linear", {x, w, b}, [](const auto& v) { return ops::linear(v[0], v[1], v[2]); },
+           [](const auto& v) { return at::linear(v[0], v[1], v[2]); });
+  check_op("linear without bias", {x, w}, [](const auto& v) { return ops::linear(v[0], v[1]); },
+           [](const auto& v) { return at::linear(v[0], v[1]); });
+  check_op("batched matmul", {at::randn({2, 3, 7, 16}), at::randn({2, 3, 16, 9})},
+           [](const auto& v) { return ops::matmul(v[0], v[1]); }, [](const auto& v) { return at::matmul(v[0], v[1]); });
+  const at::Tensor xh = x.to(at::kHalf), wh = w.to(at::kHalf);
+  const at::Tensor ours = ops::linear(xh, wh).to(at::kFloat);
+  const at::Tensor exact = at::linear(xh.to(at::kDouble), wh.to(at::kDouble)).to(at::kHalf).to(at::kFloat);
+  testing::expect_close(ours, exact, testing::Tolerance::of_largest(0.0, std::ldexp(1.0, -11)), "fp16 linear");
+  EXPECT_GT(ours.eq(exact).to(at::kFloat).mean().item<double>(), 0.99);  // one rounding: nearly all equal
+}
+
 }  // namespace
 }  // namespace megatron::kernels

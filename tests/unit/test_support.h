@@ -11,6 +11,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -89,6 +90,23 @@ inline std::string golden_corpus() { return test_data_dir() + "/corpus.jsonl"; }
 
 // The prefix of the Megatron-made golden dataset (corpus_text_document.{bin,idx}).
 inline std::string golden_dataset_prefix() { return test_data_dir() + "/corpus_text_document"; }
+
+// The folder <build>/tests/unit/<name> that the CTest fixture test `fixture` (tests/unit/
+// CMakeLists.txt) fills by running tests/unit/tokenizer/<name>.py once before the tests that
+// read it; a test failure saying how to make it when it holds no "done" marker.
+inline const std::filesystem::path& fixture_reference(const std::string& name, const std::string& fixture) {
+  static std::map<std::string, std::filesystem::path> folders;
+  auto it = folders.find(name);
+  if (it == folders.end()) {
+    const std::filesystem::path out = std::filesystem::path(paths::kTestsBuild) / "unit" / name;
+    if (!std::filesystem::exists(out / "done")) {
+      ADD_FAILURE() << out << " has no reference: run the tests through ctest (its fixture " << fixture
+                    << " runs tests/unit/tokenizer/" << name << ".py first), or run that script with --out " << out;
+    }
+    it = folders.emplace(name, out).first;
+  }
+  return it->second;
+}
 
 // The message of the megatron::Error that `fn()` throws; a test failure and "" if it throws none.
 template <typename Fn>

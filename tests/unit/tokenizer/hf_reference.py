@@ -179,6 +179,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if os.path.exists(os.path.join(args.out, "done")):  # a failed rerun must not leave a stale reference
+        os.remove(os.path.join(args.out, "done"))
     texts = texts_from(args.texts)
     training = [t for t in texts if t]
     folders = {}

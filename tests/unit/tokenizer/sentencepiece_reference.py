@@ -323,6 +323,8 @@ def main():
     parser.add_argument("--models-only", action="store_true", help="train the models and write texts.jsonl only")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if os.path.exists(os.path.join(args.out, "done")):  # a failed rerun must not leave a stale reference
+        os.remove(os.path.join(args.out, "done"))
 
     texts = EXTRA + read_texts(args.texts, args.max_chars)
     train_models(args.out, texts)

@@ -20,6 +20,7 @@
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace megatron::tokenizer {
 namespace {
@@ -27,17 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // hf_reference.py's output: the CTest fixture hf_tokenizer_reference writes it before these run.
-const fs::path& reference() {
-  static const fs::path folder = [] {
-    const fs::path out = fs::path(testing::paths::kTestsBuild) / "unit" / "hf_reference";
-    if (!fs::exists(out / "done")) {
-      ADD_FAILURE() << out << " has no reference: run the tests through ctest (its fixture hf_tokenizer_reference "
-                    << "runs tests/unit/tokenizer/hf_reference.py first), or run that script with --out " << out;
-    }
-    return out;
-  }();
-  return folder;
-}
+const fs::path& reference() { return testing::fixture_reference("hf_reference", "hf_tokenizer_reference"); }
 
 std::string escaped(const std::string& text) { return nlohmann::json(text).dump().substr(0, 300); }
 

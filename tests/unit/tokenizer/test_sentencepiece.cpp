@@ -24,6 +24,7 @@
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/sentencepiece_tokenizer.h"
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace megatron::tokenizer {
 namespace {
@@ -35,32 +36,9 @@ fs::path scratch(const std::string& name) {
   return fs::temp_directory_path() / ("megatron-sentencepiece-" + std::to_string(::getpid()) + name);
 }
 
-// The reference folder, generated once per test process.
-const fs::path& reference() {
-  static const fs::path folder = [] {
-    const fs::path out = scratch("");
-    const std::string data = testing::paths::kTestDataDir;
-    const std::string command = std::string("\"") + testing::paths::kPython + "\" \"" + testing::paths::kTestsSource +
-                                "/unit/tokenizer/sentencepiece_reference.py\" --out \"" + out.string() +
-                                "\" --texts \"" + data + "/gpt2_vectors.jsonl\" --texts \"" + data +
-                                "/corpus.jsonl\" --max-chars 600000 > \"" + out.string() + ".log\" 2>&1";
-    const int rc = std::system(command.c_str());
-    std::atexit([] {
-      std::error_code ignored;
-      fs::remove_all(scratch(""), ignored);
-      fs::remove(scratch(".log"), ignored);
-    });
-    if (rc != 0 || !fs::exists(out / "done")) {
-      std::ifstream log(out.string() + ".log");
-      std::stringstream text;
-      text << log.rdbuf();
-      ADD_FAILURE() << "sentencepiece_reference.py failed (exit " << rc << "): " << command << "\n" << text.str()
-                    << "\nIt needs sentencepiece in MEGATRON_PYTHON (scripts/setup.sh installs it).";
-    }
-    return out;
-  }();
-  return folder;
-}
+// sentencepiece_reference.py's output: the CTest fixture sentencepiece_reference writes it before
+// these run.
+const fs::path& reference() { return testing::fixture_reference("sentencepiece_reference", "sentencepiece_reference"); }
 
 std::string model(const std::string& name) { return (reference() / (name + ".model")).string(); }
 

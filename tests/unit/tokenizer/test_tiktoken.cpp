@@ -19,6 +19,7 @@
 #include "megatron/core/check.h"
 #include "megatron/tokenizer/tiktoken_tokenizer.h"
 #include "test_paths.h"
+#include "test_support.h"
 
 namespace megatron::tokenizer {
 namespace {
@@ -28,32 +29,8 @@ constexpr std::int64_t kNumSpecial = 1000;
 constexpr std::int64_t kTokens = 50256;  // 256 bytes + GPT-2's 50000 merges
 constexpr std::int64_t kCut = 20000;     // tiktoken_reference.py's CUT
 
-// The reference folder, generated once per test process.
-const fs::path& reference() {
-  static const fs::path folder = [] {
-    const fs::path out = fs::temp_directory_path() / ("megatron-tiktoken-" + std::to_string(::getpid()));
-    const std::string data = testing::paths::kTestDataDir;
-    const std::string command = std::string("\"") + testing::paths::kPython + "\" \"" + testing::paths::kTestsSource +
-                                "/unit/tokenizer/tiktoken_reference.py\" --gpt2 \"" + testing::paths::kGpt2Dir +
-                                "\" --texts \"" + data + "/gpt2_vectors.jsonl\" --texts \"" + data +
-                                "/corpus.jsonl\" --out \"" + out.string() + "\" > \"" + out.string() + ".log\" 2>&1";
-    const int rc = std::system(command.c_str());
-    std::atexit([] {
-      std::error_code ignored;
-      fs::remove_all(fs::temp_directory_path() / ("megatron-tiktoken-" + std::to_string(::getpid())), ignored);
-      fs::remove(fs::temp_directory_path() / ("megatron-tiktoken-" + std::to_string(::getpid()) + ".log"), ignored);
-    });
-    if (rc != 0 || !fs::exists(out / "done")) {
-      std::ifstream log(out.string() + ".log");
-      std::stringstream text;
-      text << log.rdbuf();
-      ADD_FAILURE() << "tiktoken_reference.py failed (exit " << rc << "): " << command << "\n" << text.str()
-                    << "\nIt needs tiktoken in MEGATRON_PYTHON (scripts/setup.sh installs it).";
-    }
-    return out;
-  }();
-  return folder;
-}
+// tiktoken_reference.py's output: the CTest fixture tiktoken_reference writes it before these run.
+const fs::path& reference() { return testing::fixture_reference("tiktoken_reference", "tiktoken_reference"); }
 
 std::unique_ptr<Tokenizer> make(TiktokenPattern pattern, std::int64_t vocab_size = kTokens + kNumSpecial) {
   TiktokenOptions options;

@@ -94,6 +94,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if os.path.exists(os.path.join(args.out, "done")):  # a failed rerun must not leave a stale reference
+        os.remove(os.path.join(args.out, "done"))
 
     ranks = build_vocab(args.gpt2)
     entries = [

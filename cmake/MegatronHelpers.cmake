@@ -18,11 +18,14 @@ function(megatron_add_tool name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
 endfunction()
 
-# megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS <label>): a GoogleTest binary whose tests
-# are registered one by one with CTest (discovered at test time) under the label. Test
-# sources can include the shared helpers in tests/unit/ (test_support.h); the paths they name come
-# from the generated megatron_test_paths library (tests/CMakeLists.txt, tests/unit/test_paths.h).
-# FIXTURES_REQUIRED: CTest fixtures every test of the binary needs (a reference made once).
+# megatron_add_gtest(<name> SOURCES ... DEPS ... LABELS <label>): a GoogleTest binary registered
+# with CTest one test per GoogleTest suite (`<Suite>`, running --gtest_filter=<Suite>.*) under the
+# label, listed when ctest runs (cmake/GtestSuites.cmake). Per suite, not per test: a binary that
+# links LibTorch takes half a second to start, which one process per test multiplied into minutes
+# of the suite. Test sources can include the shared helpers in tests/unit/ (test_support.h); the
+# paths they name come from the generated megatron_test_paths library (tests/CMakeLists.txt,
+# tests/unit/test_paths.h). FIXTURES_REQUIRED: CTest fixtures every test of the binary needs (a
+# reference made once).
 function(megatron_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;FIXTURES_REQUIRED" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
@@ -30,20 +33,16 @@ function(megatron_add_gtest name)
   target_compile_options(${name} PRIVATE ${MEGATRON_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} megatron_test_paths GTest::gtest GTest::gtest_main)
   add_dependencies(${name} megatron_test_data)
-  # CMake 3.25's discovery passes one label only (a list is split into other properties).
   list(LENGTH ARG_LABELS label_count)
   if(NOT label_count EQUAL 1)
     message(FATAL_ERROR "megatron_add_gtest(${name}): one label, got '${ARG_LABELS}'")
   endif()
-  include(GoogleTest)
-  # Listing the tests starts the binary; one that links LibTorch took over the default 5 s on a
-  # busy 2-core machine right after it was relinked (ctest then errors out): allow a minute.
-  if(ARG_FIXTURES_REQUIRED)
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-                         PROPERTIES LABELS ${ARG_LABELS} FIXTURES_REQUIRED ${ARG_FIXTURES_REQUIRED})
-  else()
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${ARG_LABELS})
-  endif()
+  set(script "${CMAKE_CURRENT_BINARY_DIR}/${name}_suites.cmake")
+  file(GENERATE OUTPUT "${script}" CONTENT
+       "include(\"${PROJECT_SOURCE_DIR}/cmake/GtestSuites.cmake\")
+megatron_add_gtest_suites(\"$<TARGET_FILE:${name}>\" \"${ARG_LABELS}\" \"${ARG_FIXTURES_REQUIRED}\")
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${script}")
 endfunction()
 
 # megatron_add_mpi_gtest(<name> SOURCES ... DEPS ... NP <n>...): a GoogleTest binary run under

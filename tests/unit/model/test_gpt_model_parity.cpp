@@ -107,11 +107,11 @@ void expect_matches_reference(const ModelConfig& config) {
   }
 }
 
-TEST(GptModel, MatchesPlainPyTorchLearnedPositionsLayerNormGeluTied) {
+TEST(GptModelParity, MatchesPlainPyTorchLearnedPositionsLayerNormGeluTied) {
   expect_matches_reference(tiny_config());
 }
 
-TEST(GptModel, MatchesPlainPyTorchRopeRmsNormSwigluGqaUntiedNoBias) {
+TEST(GptModelParity, MatchesPlainPyTorchRopeRmsNormSwigluGqaUntiedNoBias) {
   ModelConfig c = tiny_config();
   c.position_embedding = PositionEmbedding::kRope;
   c.normalization = Normalization::kRmsNorm;
@@ -122,7 +122,7 @@ TEST(GptModel, MatchesPlainPyTorchRopeRmsNormSwigluGqaUntiedNoBias) {
   expect_matches_reference(c);
 }
 
-TEST(GptModel, MatchesPlainPyTorchQkLayerNorm) {
+TEST(GptModelParity, MatchesPlainPyTorchQkLayerNorm) {
   ModelConfig c = tiny_config();  // LayerNorm: the q and k norms have biases
   c.qk_layernorm = true;
   expect_matches_reference(c);
@@ -134,7 +134,7 @@ TEST(GptModel, MatchesPlainPyTorchQkLayerNorm) {
   expect_matches_reference(c);
 }
 
-TEST(GptModel, MatchesPlainPyTorchInterleavedPartialRotaryMqa) {
+TEST(GptModelParity, MatchesPlainPyTorchInterleavedPartialRotaryMqa) {
   ModelConfig c = tiny_config();
   c.position_embedding = PositionEmbedding::kRope;
   c.rotary_interleaved = true;

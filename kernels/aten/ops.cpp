@@ -187,4 +187,9 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b) {
   return at::matmul(a.to(at::kFloat), b.to(at::kFloat)).to(at::kHalf);
 }
 
+at::Tensor grouped_mm(const at::Tensor& x, const at::Tensor& b, const at::Tensor& offsets) {
+  if (!cpu_half(x) || !cpu_half(b)) return at::_grouped_mm(x, b, offsets);
+  return at::_grouped_mm(x.to(at::kFloat), b.to(at::kFloat), offsets).to(at::kHalf);
+}
+
 }  // namespace megatron::kernels::ops

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "megatron/core/check.h"
+#include "megatron/kernels/ops.h"
 #include "megatron/parallel/expert_parallel.h"
 #include "megatron/parallel/mappings.h"
 
@@ -24,13 +25,13 @@ at::Tensor grouped_linear(const at::Tensor& x, const at::Tensor& weight, const a
   const std::int64_t align = 16 / static_cast<std::int64_t>(x.element_size());
   const bool grouped = (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf) && weight.size(1) % align == 0 &&
                        weight.size(2) % align == 0;
-  if (grouped) return at::_grouped_mm(x, weight.transpose(1, 2), counts.cumsum(0).to(at::kInt));
+  if (grouped) return kernels::ops::grouped_mm(x, weight.transpose(1, 2), counts.cumsum(0).to(at::kInt));
   std::vector<at::Tensor> parts;
   std::int64_t row = 0;
   const auto per_expert = counts.cpu();
   for (std::int64_t e = 0; e < weight.size(0); ++e) {
     const std::int64_t n = per_expert[e].item<std::int64_t>();
-    parts.push_back(at::matmul(x.narrow(0, row, n), weight[e].t()));
+    parts.push_back(kernels::ops::matmul(x.narrow(0, row, n), weight[e].t()));
     row += n;
   }
   return at::cat(parts, 0);

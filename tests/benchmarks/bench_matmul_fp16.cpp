@@ -1,7 +1,8 @@
 // Benchmark (not a test) of float16 matrix products on the CPU: kernels::ops::linear and matmul
 // (fp32 products of the fp16 inputs, rounded back) against LibTorch's own float16 at::linear /
 // at::matmul, forward and backward, at the shapes of the small GPTs the CPU runs train (tokens x
-// hidden against the output layer's vocabulary, an MLP, attention scores), on one thread. Prints
+// hidden against the output layer's vocabulary, an MLP, attention scores, the experts' grouped
+// product), on one thread. Prints
 // the median time of each and the ratio, measured in the same run, and the largest difference
 // of the products relative to their largest element.
 #include <ATen/ATen.h>
@@ -67,5 +68,10 @@ int main() {
           aten_linear);
   compare("scores [32, 128, 64] @ [32, 64, 128]", at::randn({32, 128, 64}, half), at::randn({32, 64, 128}, half),
           matmul, aten_matmul);
+  // 8 experts of 64 rows each, h 256 -> F 512 (the experts' fc1).
+  const at::Tensor offsets = at::arange(1, 9, at::kInt) * 64;
+  compare("grouped 8 x [64 x 256] @ [256 x 512]", at::randn({512, 256}, half), at::randn({8, 256, 512}, half),
+          [&](const at::Tensor& x, const at::Tensor& w) { return ops::grouped_mm(x, w, offsets); },
+          [&](const at::Tensor& x, const at::Tensor& w) { return at::_grouped_mm(x, w, offsets); });
   return 0;
 }

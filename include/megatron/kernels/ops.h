@@ -47,9 +47,12 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, int
 // at::linear (x @ weight^T + bias, bias may be undefined) and at::matmul, differentiable. Float16
 // CPU tensors are multiplied in fp32 and the product rounded back to fp16 (the backward's
 // products likewise, through the casts' gradients): LibTorch's CPU float16 GEMM has no fast path
-// on CPUs without fp16 arithmetic and ran 5-35x slower than this (bench_matmul_fp16), and fp32
+// on CPUs without fp16 arithmetic and ran 6-16x slower than this (bench_matmul_fp16), and fp32
 // accumulation of fp16 inputs is what the GPU's fp16 GEMM does too. Everything else is ATen's op.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias = {});
 at::Tensor matmul(const at::Tensor& a, const at::Tensor& b);
+// at::_grouped_mm (x [N, in] in groups of rows ending at `offsets`, int32, times b [groups, in,
+// out]) with the same rule for fp16 on the CPU (ATen's fp16 forward + backward: 14x slower there).
+at::Tensor grouped_mm(const at::Tensor& x, const at::Tensor& b, const at::Tensor& offsets);
 
 }  // namespace megatron::kernels::ops

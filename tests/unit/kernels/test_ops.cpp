@@ -155,7 +155,7 @@ TEST(FusedOps, CrossEntropyMatchesLogSoftmaxNll) {
 // The products, through the same check in every dtype; in fp16 on the CPU they are fp32 products
 // rounded once, so there the output is also the fp64 product of the same inputs rounded to fp16
 // (to one fp16 rounding: fp32 and fp64 sums can round to neighbouring halves).
-TEST(FusedOps, LinearAndMatmulAreAtensProducts) {
+TEST(FusedOps, LinearMatmulAndGroupedMmAreAtensProducts) {
   const at::Tensor x = at::randn({3, 5, 24}), w = at::randn({40, 24}) * 0.3, b = at::randn({40});
   check_op("linear", {x, w, b}, [](const auto& v) { return ops::linear(v[0], v[1], v[2]); },
            [](const auto& v) { return at::linear(v[0], v[1], v[2]); });
@@ -163,6 +163,13 @@ TEST(FusedOps, LinearAndMatmulAreAtensProducts) {
            [](const auto& v) { return at::linear(v[0], v[1]); });
   check_op("batched matmul", {at::randn({2, 3, 7, 16}), at::randn({2, 3, 16, 9})},
            [](const auto& v) { return ops::matmul(v[0], v[1]); }, [](const auto& v) { return at::matmul(v[0], v[1]); });
+  // Three groups of rows (5, 0 and 7) against their own [16, 24] matrices.
+  const at::Tensor offsets = at::tensor({5, 5, 12}, at::kInt).to(device());
+  check_op("grouped_mm", {at::randn({12, 16}), at::randn({3, 16, 24}) * 0.3},
+           [offsets](const auto& v) { return ops::grouped_mm(v[0], v[1], offsets); },
+           [](const auto& v) {
+             return at::cat({at::matmul(v[0].narrow(0, 0, 5), v[1][0]), at::matmul(v[0].narrow(0, 5, 7), v[1][2])});
+           });
   const at::Tensor xh = x.to(at::kHalf), wh = w.to(at::kHalf);
   const at::Tensor ours = ops::linear(xh, wh).to(at::kFloat);
   const at::Tensor exact = at::linear(xh.to(at::kDouble), wh.to(at::kDouble)).to(at::kHalf).to(at::kFloat);

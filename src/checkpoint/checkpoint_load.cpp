@@ -130,15 +130,16 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
   layout.pp = max_pp + 1;
   MEGATRON_CHECK(layout.tp > 0 && layout.etp > 0 && std::max(layout.tp, layout.etp) == max_tp + 1, "checkpoint ",
                  folder, " records tensor-parallel size ", layout.tp, " and expert tensor-parallel size ", layout.etp,
-                 " but has shard folders mp_rank_00 to mp_rank_", max_tp < 10 ? "0" : "", max_tp,
-                 ": it is partial or corrupt");
+                 " but its mp_rank_TT folders go up to TT = ", max_tp, " (expected ",
+                 std::max(layout.tp, layout.etp) - 1, "): it is partial or corrupt");
   MEGATRON_CHECK(layout.ep == 1 || max_ep + 1 == layout.ep, "checkpoint ", folder, " records expert-parallel size ",
                  layout.ep, " but has shard folders of ", max_ep + 1, " expert-parallel ranks: it is partial");
   return layout;
 }
 
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
-                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter) {
+                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter,
+                                bool load_model) {
   const std::string folder = iteration_folder(root, iteration);
   MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
                  " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
@@ -192,7 +193,7 @@ CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration,
     return std::move(file.tensors);
   };
   MEGATRON_CHECK(files.contains(kModelFile), meta_path, ": no model file recorded");
-  state.model = read(kModelFile);
+  if (load_model) state.model = read(kModelFile);
   if (load_optimizer) {
     for (const auto& [name, digest] : files.items()) {
       if (name == kOptimizerFile || name.starts_with("distrib_optim.")) state.optimizer_parts.push_back(read(name.c_str(), optimizer_filter));

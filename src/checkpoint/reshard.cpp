@@ -36,9 +36,8 @@ class Resharder {
       : root_(root), iteration_(iteration), saved_(saved), target_(target), load_optimizer_(load_optimizer) {}
 
   CheckpointState run() {
-    // Counters and config from the first shard's metadata (its model only, no optimizer state).
-    CheckpointState out = load_checkpoint(root_, iteration_, folder_name(0, 0, 0), false, false);
-    out.model.clear();
+    // Counters and config from the first shard's metadata (no tensors).
+    CheckpointState out = load_checkpoint(root_, iteration_, folder_name(0, 0, 0), false, false, {}, false);
     // Where each parameter this rank holds was saved; the loads then read only those tensors'
     // optimizer state.
     std::vector<Where> wheres;

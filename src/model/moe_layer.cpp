@@ -164,7 +164,7 @@ at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tens
                                         const at::Tensor& probs) const {
   const parallel::ProcessGroup& ep_group = *pc_.ep;
   // The TP of the exchanges is the experts' (Megatron's dispatchers use the expert-TP group).
-  const parallel::ProcessGroup& tp_group = pc_.expert_tp ? *pc_.expert_tp : *pc_.tp;
+  const parallel::ProcessGroup& tp_group = parallel::expert_tp_group(pc_);
   const int ep = ep_group.size(), tp = tp_group.size(), tp_rank = tp_group.rank(), ep_rank = ep_group.rank();
   const std::int64_t local = fc1_.size(0), first = ep_rank * local;
   // Every rank's selections per expert, [tp, ep, E] on the host: the exchanges' sizes.

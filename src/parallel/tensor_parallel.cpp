@@ -31,9 +31,14 @@ int tp_size(const ParallelContext& pc) {
   return pc.tp->size();
 }
 
-int expert_tp_rank(const ParallelContext& pc) { return pc.expert_tp ? pc.expert_tp->rank() : tp_rank(pc); }
+const ProcessGroup& expert_tp_group(const ParallelContext& pc) {
+  MEGATRON_ASSERT(pc.expert_tp != nullptr || pc.tp != nullptr, "the parallel context has no TP group");
+  return pc.expert_tp ? *pc.expert_tp : *pc.tp;
+}
 
-int expert_tp_size(const ParallelContext& pc) { return pc.expert_tp ? pc.expert_tp->size() : tp_size(pc); }
+int expert_tp_rank(const ParallelContext& pc) { return expert_tp_group(pc).rank(); }
+
+int expert_tp_size(const ParallelContext& pc) { return expert_tp_group(pc).size(); }
 
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                   const ParallelContext& pc, bool sequence_parallel, bool gather_output) {

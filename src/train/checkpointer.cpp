@@ -195,7 +195,7 @@ void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::i
       };
       const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, ps_.pp_rank(), ps_.pp(), e, ps_.ep());
       if (!names.contains(shard)) continue;  // no rank of the grid has these coordinates
-      auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, mine);
+      auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, mine, /*load_model=*/false);
       for (auto& part : other.optimizer_parts) state.optimizer_parts.push_back(std::move(part));
     }
   }

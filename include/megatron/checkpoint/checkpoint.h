@@ -151,7 +151,9 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration);
 // `optimizer_filter`, when given, chooses the optimizer tensors to read (Optimizer::
 // needs_state_piece: a rank of the distributed optimizer reads only the pieces it owns, so a resume
 // holds 1/DP of the shard's optimizer state per rank, not all of it); every file is still verified.
+// `load_model` false: the model file is not read (only counters, config and what else is asked for).
 CheckpointState load_checkpoint(const std::string& root, std::int64_t iteration, const std::string& shard,
-                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter = {});
+                                bool load_optimizer, bool load_rng, const TensorFilter& optimizer_filter = {},
+                                bool load_model = true);
 
 }  // namespace megatron::checkpoint

@@ -39,6 +39,7 @@ int tp_rank(const ParallelContext& pc);
 int tp_size(const ParallelContext& pc);
 // The same for the expert-tensor-parallel group, which splits each expert (the TP group where the
 // context has none).
+const ProcessGroup& expert_tp_group(const ParallelContext& pc);
 int expert_tp_rank(const ParallelContext& pc);
 int expert_tp_size(const ParallelContext& pc);
 

@@ -1,17 +1,18 @@
-// Which HuggingFace family holds a Megatron model, and transformers' class of each (see
-// huggingface.h). The Llama-style families differ in two settings: --qk-layernorm (Qwen3) and
-// --num-experts (Mixtral without query/key norms, Qwen3-MoE with them).
+// Which HuggingFace family holds a Megatron model (see huggingface.h), and the registry of the
+// families' descriptors (hf_family.h). The Llama-style families differ in two settings:
+// --qk-layernorm (Qwen3) and --num-experts (Mixtral without query/key norms, Qwen3-MoE with them).
 #include <string>
 #include <vector>
 
 #include "megatron/core/check.h"
 #include "megatron/core/strings.h"
+#include "hf_family.h"
 #include "megatron/interop/huggingface.h"
 
 namespace megatron::interop {
 namespace {
 
-using Problems = std::vector<std::string>;
+using detail::Problems;
 
 void refuse(Problems& problems, bool bad, const std::string& what) {
   if (bad) problems.push_back(what);
@@ -36,10 +37,7 @@ HfFamily llama_style_family(const model::ModelConfig& c, Problems& problems) {
   const bool moe = c.moe.enabled();
   const HfFamily family = moe ? (c.qk_layernorm ? HfFamily::kQwen3Moe : HfFamily::kMixtral)
                               : (c.qk_layernorm ? HfFamily::kQwen3 : HfFamily::kLlama);
-  const std::string name = family == HfFamily::kLlama     ? "Llama"
-                           : family == HfFamily::kMixtral ? "Mixtral"
-                           : family == HfFamily::kQwen3   ? "Qwen3"
-                                                          : "Qwen3-MoE";
+  const std::string name = detail::hf_family(family).name;
   refuse(problems, c.rotary_percent != 1.0,
          "--rotary-percent " + python_float_repr(c.rotary_percent) + ": " + name + " rotates whole heads");
   refuse(problems, c.rotary_interleaved, "--rotary-interleaved: " + name + " rotates halves, not pairs");
@@ -88,26 +86,26 @@ HfFamily hf_family_of(const model::ModelConfig& c) {
   MEGATRON_FAIL("internal error: no HuggingFace family and no problem found");
 }
 
-const char* hf_architecture(HfFamily family) {
-  switch (family) {
-    case HfFamily::kGpt2: return "GPT2LMHeadModel";
-    case HfFamily::kLlama: return "LlamaForCausalLM";
-    case HfFamily::kMixtral: return "MixtralForCausalLM";
-    case HfFamily::kQwen3: return "Qwen3ForCausalLM";
-    case HfFamily::kQwen3Moe: return "Qwen3MoeForCausalLM";
-  }
-  return "?";
+const char* hf_architecture(HfFamily family) { return detail::hf_family(family).architecture; }
+const char* hf_model_type(HfFamily family) { return detail::hf_family(family).model_type; }
+
+namespace detail {
+
+std::span<const HfFamilySpec* const> hf_families() {
+  static const std::vector<const HfFamilySpec*> all = [] {
+    std::vector<const HfFamilySpec*> v{&gpt2_family()};
+    for (const HfFamilySpec* spec : llama_style_families()) v.push_back(spec);
+    return v;
+  }();
+  return all;
 }
 
-const char* hf_model_type(HfFamily family) {
-  switch (family) {
-    case HfFamily::kGpt2: return "gpt2";
-    case HfFamily::kLlama: return "llama";
-    case HfFamily::kMixtral: return "mixtral";
-    case HfFamily::kQwen3: return "qwen3";
-    case HfFamily::kQwen3Moe: return "qwen3_moe";
+const HfFamilySpec& hf_family(HfFamily family) {
+  for (const HfFamilySpec* spec : hf_families()) {
+    if (spec->family == family) return *spec;
   }
-  return "?";
+  MEGATRON_FAIL("internal error: no descriptor for HuggingFace family ", static_cast<int>(family));
 }
 
+}  // namespace detail
 }  // namespace megatron::interop

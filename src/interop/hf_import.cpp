@@ -3,7 +3,7 @@
 #include <map>
 
 #include "hf_config.h"
-#include "hf_layout.h"
+#include "hf_family.h"
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/core/check.h"
@@ -19,7 +19,6 @@ namespace megatron::interop {
 namespace {
 
 namespace fs = std::filesystem;
-using detail::join_qkv;
 using detail::read_hf_tensors;
 
 // Whether the file's output layer is the embedding, as transformers decides on load: config.json's
@@ -145,94 +144,27 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
                  " tokens (", tokenizer_path, "): the model was trained with another tokenizer");
 
   // The tensors against config.json, before anything is reshaped.
+  const detail::HfFamilySpec& spec = detail::hf_family(read.family);
   std::map<std::string, at::Tensor> t = read_hf_tensors(dir, read.family);
   detail::split_fused_experts(t, read.family);
   const std::int64_t layers = detail::hf_layers_in(t, read.family);
-  MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ",
-                 read.family == HfFamily::kGpt2 ? "n_layer" : "num_hidden_layers", " is ", c.num_layers,
+  MEGATRON_CHECK(layers == c.num_layers, hf_dir, ": config.json's ", spec.layers_key, " is ", c.num_layers,
                  " but the safetensors files hold ", layers, " layers; correct config.json");
-  const std::string embedding = read.family == HfFamily::kGpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
-  const bool tied = resolve_tie(t, embedding, read.tie_word_embeddings, result.notes);
-  detail::check_hf_tensors(t, detail::hf_tensor_shapes(read.family, c, vocab, !tied), hf_dir);
+  const bool tied = resolve_tie(t, spec.embedding, read.tie_word_embeddings, result.notes);
   c.untie_embeddings_and_output_weights = !tied;
+  const detail::HfTensorMap map = spec.tensor_map(spec, c, vocab);
+  detail::check_hf_tensors(t, map, hf_dir);
   result.model_flags = detail::megatron_model_flags(c);
   result.has_experts = c.moe.enabled();
   const model::ModelConfig& config = c;
 
-  // HF names to Megatron's full (single-process) parameters.
-  auto take = [&](const std::string& name) { return t.at(name); };  // every name passed check_hf_tensors
-  auto pad_rows = [&](const at::Tensor& w) {
-    if (w.size(0) == config.padded_vocab_size) return w;
-    return at::cat({w, at::zeros({config.padded_vocab_size - w.size(0), w.size(1)})}, 0);
-  };
+  // HF names to Megatron's full (single-process) parameters (every name passed check_hf_tensors).
   std::vector<std::pair<std::string, at::Tensor>> full;
-  auto put = [&](const std::string& name, const at::Tensor& v) { full.emplace_back(name, v.contiguous()); };
-  auto layer = [](int i, const char* rest) { return "decoder.layers." + std::to_string(i) + "." + rest; };
-  if (result.family == HfFamily::kGpt2) {
-    auto g = [&](const std::string& rest) { return take("transformer." + rest); };
-    put("embedding.word_embeddings.weight", pad_rows(g("wte.weight")));
-    put("embedding.position_embeddings.weight", g("wpe.weight"));
-    for (int i = 0; i < config.num_layers; ++i) {
-      const std::string h = "h." + std::to_string(i) + ".";
-      put(layer(i, "input_layernorm.weight"), g(h + "ln_1.weight"));
-      put(layer(i, "input_layernorm.bias"), g(h + "ln_1.bias"));
-      const auto qkv = g(h + "attn.c_attn.weight").t().chunk(3, 0);  // Conv1D [in, out] -> [q; k; v]
-      put(layer(i, "self_attention.linear_qkv.weight"), join_qkv(qkv[0], qkv[1], qkv[2], config));
-      const auto qkv_bias = g(h + "attn.c_attn.bias").chunk(3, 0);
-      put(layer(i, "self_attention.linear_qkv.bias"), join_qkv(qkv_bias[0], qkv_bias[1], qkv_bias[2], config));
-      put(layer(i, "self_attention.linear_proj.weight"), g(h + "attn.c_proj.weight").t());
-      put(layer(i, "self_attention.linear_proj.bias"), g(h + "attn.c_proj.bias"));
-      put(layer(i, "pre_mlp_layernorm.weight"), g(h + "ln_2.weight"));
-      put(layer(i, "pre_mlp_layernorm.bias"), g(h + "ln_2.bias"));
-      put(layer(i, "mlp.linear_fc1.weight"), g(h + "mlp.c_fc.weight").t());
-      put(layer(i, "mlp.linear_fc1.bias"), g(h + "mlp.c_fc.bias"));
-      put(layer(i, "mlp.linear_fc2.weight"), g(h + "mlp.c_proj.weight").t());
-      put(layer(i, "mlp.linear_fc2.bias"), g(h + "mlp.c_proj.bias"));
-    }
-    put("decoder.final_layernorm.weight", g("ln_f.weight"));
-    put("decoder.final_layernorm.bias", g("ln_f.bias"));
-  } else {
-    put("embedding.word_embeddings.weight", pad_rows(take("model.embed_tokens.weight")));
-    for (int i = 0; i < config.num_layers; ++i) {
-      const std::string h = "model.layers." + std::to_string(i) + ".";
-      put(layer(i, "input_layernorm.weight"), take(h + "input_layernorm.weight"));
-      put(layer(i, "self_attention.linear_qkv.weight"),
-          join_qkv(take(h + "self_attn.q_proj.weight"), take(h + "self_attn.k_proj.weight"),
-                   take(h + "self_attn.v_proj.weight"), config));
-      put(layer(i, "self_attention.linear_proj.weight"), take(h + "self_attn.o_proj.weight"));
-      if (detail::hf_has_qk_norms(result.family)) {
-        put(layer(i, "self_attention.q_layernorm.weight"), take(h + "self_attn.q_norm.weight"));
-        put(layer(i, "self_attention.k_layernorm.weight"), take(h + "self_attn.k_norm.weight"));
-      }
-      if (detail::hf_has_experts(result.family) && config.moe.is_moe_layer(i)) {
-        std::vector<at::Tensor> fc1, fc2;  // each expert's [gate; up] and down, stacked
-        for (int e = 0; e < config.moe.num_experts; ++e) {
-          const detail::HfExpertNames x = detail::hf_expert_names(result.family, h, e);
-          fc1.push_back(at::cat({take(x.gate), take(x.up)}, 0));
-          fc2.push_back(take(x.down));
-        }
-        put(layer(i, "mlp.router.weight"), take(detail::hf_router_name(result.family, h)));
-        put(layer(i, "mlp.experts.linear_fc1.weight"), at::stack(fc1));
-        put(layer(i, "mlp.experts.linear_fc2.weight"), at::stack(fc2));
-      } else {
-        put(layer(i, "mlp.linear_fc1.weight"),
-            at::cat({take(h + "mlp.gate_proj.weight"), take(h + "mlp.up_proj.weight")}, 0));
-        put(layer(i, "mlp.linear_fc2.weight"), take(h + "mlp.down_proj.weight"));
-      }
-      if (config.add_bias_linear) {
-        put(layer(i, "self_attention.linear_qkv.bias"),
-            join_qkv(take(h + "self_attn.q_proj.bias"), take(h + "self_attn.k_proj.bias"),
-                     take(h + "self_attn.v_proj.bias"), config));
-        put(layer(i, "self_attention.linear_proj.bias"), take(h + "self_attn.o_proj.bias"));
-        put(layer(i, "mlp.linear_fc1.bias"),
-            at::cat({take(h + "mlp.gate_proj.bias"), take(h + "mlp.up_proj.bias")}, 0));
-        put(layer(i, "mlp.linear_fc2.bias"), take(h + "mlp.down_proj.bias"));
-      }
-      put(layer(i, "pre_mlp_layernorm.weight"), take(h + "post_attention_layernorm.weight"));
-    }
-    put("decoder.final_layernorm.weight", take("model.norm.weight"));
+  for (const detail::HfTensorRule& rule : map) {
+    std::vector<at::Tensor> tensors;
+    for (const std::string& name : rule.hf) tensors.push_back(t.at(name));
+    full.emplace_back(rule.megatron, detail::from_hf_tensors(rule, tensors, config).contiguous());
   }
-  if (!tied) put("output_layer.weight", pad_rows(take("lm_head.weight")));
 
   // Into the single-process model: every name and shape is checked against what it holds.
   auto comm = parallel::make_single_process_communicator();

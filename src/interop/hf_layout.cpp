@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hf_family.h"
 #include "megatron/checkpoint/safetensors.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
@@ -40,6 +41,64 @@ at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
   return at::cat({grouped(q, per * hn), grouped(k, hn), grouped(v, hn)}, 1).reshape(shape).contiguous();
 }
 
+std::vector<at::Tensor> to_hf_tensors(const HfTensorRule& rule, const at::Tensor& m, const model::ModelConfig& c) {
+  switch (rule.transform) {
+    case HfTransform::kSame: return {m};
+    case HfTransform::kTranspose: return {m.t()};
+    case HfTransform::kVocabRows: return {m.narrow(0, 0, rule.shapes[0][0])};
+    case HfTransform::kQkv: {
+      const Qkv x = split_qkv(m, c);
+      return {x.q, x.k, x.v};
+    }
+    case HfTransform::kQkvConcat:
+    case HfTransform::kQkvConv1d: {
+      const Qkv x = split_qkv(m, c);
+      const at::Tensor rows = at::cat({x.q, x.k, x.v}, 0);
+      return {rule.transform == HfTransform::kQkvConv1d ? rows.t() : rows};
+    }
+    case HfTransform::kGateUp: {
+      const std::int64_t f = m.size(0) / 2;
+      return {m.narrow(0, 0, f), m.narrow(0, f, f)};
+    }
+    case HfTransform::kExpertsGateUp: {
+      std::vector<at::Tensor> out;
+      const std::int64_t f = m.size(1) / 2;
+      for (std::int64_t e = 0; e < m.size(0); ++e) {
+        out.push_back(m[e].narrow(0, 0, f));
+        out.push_back(m[e].narrow(0, f, f));
+      }
+      return out;
+    }
+    case HfTransform::kExperts: return m.unbind(0);
+  }
+  MEGATRON_FAIL("internal error: unknown HF transform");
+}
+
+at::Tensor from_hf_tensors(const HfTensorRule& rule, const std::vector<at::Tensor>& t, const model::ModelConfig& c) {
+  switch (rule.transform) {
+    case HfTransform::kSame: return t[0];
+    case HfTransform::kTranspose: return t[0].t();
+    case HfTransform::kVocabRows: {
+      const std::int64_t padding = c.padded_vocab_size - t[0].size(0);
+      return padding == 0 ? t[0] : at::cat({t[0], at::zeros({padding, t[0].size(1)}, t[0].options())}, 0);
+    }
+    case HfTransform::kQkv: return join_qkv(t[0], t[1], t[2], c);
+    case HfTransform::kQkvConcat:
+    case HfTransform::kQkvConv1d: {
+      const auto qkv = (rule.transform == HfTransform::kQkvConv1d ? t[0].t() : t[0]).chunk(3, 0);
+      return join_qkv(qkv[0], qkv[1], qkv[2], c);
+    }
+    case HfTransform::kGateUp: return at::cat({t[0], t[1]}, 0);
+    case HfTransform::kExpertsGateUp: {
+      std::vector<at::Tensor> experts;
+      for (std::size_t e = 0; e + 1 < t.size(); e += 2) experts.push_back(at::cat({t[e], t[e + 1]}, 0));
+      return at::stack(experts);
+    }
+    case HfTransform::kExperts: return at::stack(t);
+  }
+  MEGATRON_FAIL("internal error: unknown HF transform");
+}
+
 std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family) {
   std::vector<std::string> files;
   const std::filesystem::path index = dir / "model.safetensors.index.json";
@@ -59,35 +118,22 @@ std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& d
                    "save_pretrained(..., safe_serialization=True))");
     files.push_back("model.safetensors");
   }
+  const char* bare = hf_family(family).bare_prefix;
   std::map<std::string, at::Tensor> out;
   for (const auto& file : files) {
     for (auto& [name, t] : checkpoint::read_safetensors((dir / file).string()).tensors) {
-      const bool bare = family == HfFamily::kGpt2 && !name.starts_with("transformer.") && !name.starts_with("lm_head.");
-      out[bare ? "transformer." + name : name] = t.to(at::kFloat).contiguous();
+      const bool add = bare != nullptr && !name.starts_with(bare) && !name.starts_with("lm_head.");
+      out[add ? bare + name : name] = t.to(at::kFloat).contiguous();
     }
   }
   return out;
 }
 
-bool hf_has_experts(HfFamily family) { return family == HfFamily::kMixtral || family == HfFamily::kQwen3Moe; }
-bool hf_has_qk_norms(HfFamily family) { return family == HfFamily::kQwen3 || family == HfFamily::kQwen3Moe; }
-
-std::string hf_router_name(HfFamily family, const std::string& layer) {
-  return layer + (family == HfFamily::kMixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight");
-}
-
-HfExpertNames hf_expert_names(HfFamily family, const std::string& layer, int expert) {
-  if (family == HfFamily::kMixtral) {
-    const std::string x = layer + "block_sparse_moe.experts." + std::to_string(expert) + ".";
-    return {x + "w1.weight", x + "w3.weight", x + "w2.weight"};
-  }
-  const std::string x = layer + "mlp.experts." + std::to_string(expert) + ".";
-  return {x + "gate_proj.weight", x + "up_proj.weight", x + "down_proj.weight"};
-}
-
 void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily family) {
-  if (!hf_has_experts(family)) return;
+  const HfFamilySpec& spec = hf_family(family);
+  if (!spec.has_experts()) return;
   constexpr std::string_view kGateUp = "mlp.experts.gate_up_proj", kDown = "mlp.experts.down_proj";
+  constexpr const char* kMemoryRouter = "mlp.gate.weight";  // transformers 5 keeps every family's router here
   std::vector<std::string> fused;
   for (const auto& [name, t] : tensors) {
     if (name.ends_with(kGateUp) || name.ends_with(kDown)) fused.push_back(name);
@@ -103,98 +149,25 @@ void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily fa
       continue;
     }
     for (std::int64_t e = 0; e < t.size(0); ++e) {
-      const HfExpertNames x = hf_expert_names(family, layer, static_cast<int>(e));
+      const int expert = static_cast<int>(e);
       if (gate_up) {
         const std::int64_t f = t.size(1) / 2;
-        tensors[x.gate] = t[e].narrow(0, 0, f).contiguous();
-        tensors[x.up] = t[e].narrow(0, f, f).contiguous();
+        tensors[spec.expert_name(layer, expert, 0)] = t[e].narrow(0, 0, f).contiguous();
+        tensors[spec.expert_name(layer, expert, 1)] = t[e].narrow(0, f, f).contiguous();
       } else {
-        tensors[x.down] = t[e].contiguous();
+        tensors[spec.expert_name(layer, expert, 2)] = t[e].contiguous();
       }
     }
-    // transformers 5 keeps Mixtral's router under mlp.gate in memory.
-    const auto router = tensors.find(layer + "mlp.gate.weight");
-    if (gate_up && family == HfFamily::kMixtral && router != tensors.end()) {
-      tensors[hf_router_name(family, layer)] = router->second;
+    const auto router = tensors.find(layer + kMemoryRouter);
+    if (gate_up && std::string_view(spec.router) != kMemoryRouter && router != tensors.end()) {
+      tensors[layer + spec.router] = router->second;
       tensors.erase(router);
     }
   }
 }
 
-HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head) {
-  // In 64 bits: the sizes come from config.json and their products may pass 2^31.
-  const std::int64_t h = c.hidden_size, ffn = c.ffn_hidden_size, hn = c.kv_channels;
-  const std::int64_t q = c.num_attention_heads * hn, kv = c.num_query_groups * hn;
-  HfShapes s;
-  auto add = [&](const std::string& name, std::vector<std::int64_t> shape) { s.emplace_back(name, std::move(shape)); };
-  if (family == HfFamily::kGpt2) {
-    add("transformer.wte.weight", {vocab, h});
-    add("transformer.wpe.weight", {c.max_position_embeddings, h});
-    for (int i = 0; i < c.num_layers; ++i) {
-      const std::string p = "transformer.h." + std::to_string(i) + ".";
-      for (const char* norm : {"ln_1", "ln_2"}) {
-        add(p + norm + ".weight", {h});
-        add(p + norm + ".bias", {h});
-      }
-      add(p + "attn.c_attn.weight", {h, 3 * h});
-      add(p + "attn.c_attn.bias", {3 * h});
-      add(p + "attn.c_proj.weight", {h, h});
-      add(p + "attn.c_proj.bias", {h});
-      add(p + "mlp.c_fc.weight", {h, ffn});
-      add(p + "mlp.c_fc.bias", {ffn});
-      add(p + "mlp.c_proj.weight", {ffn, h});
-      add(p + "mlp.c_proj.bias", {h});
-    }
-    add("transformer.ln_f.weight", {h});
-    add("transformer.ln_f.bias", {h});
-  } else {
-    add("model.embed_tokens.weight", {vocab, h});
-    for (int i = 0; i < c.num_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      add(p + "input_layernorm.weight", {h});
-      add(p + "self_attn.q_proj.weight", {q, h});
-      add(p + "self_attn.k_proj.weight", {kv, h});
-      add(p + "self_attn.v_proj.weight", {kv, h});
-      add(p + "self_attn.o_proj.weight", {h, q});
-      if (c.add_bias_linear) {
-        add(p + "self_attn.q_proj.bias", {q});
-        add(p + "self_attn.k_proj.bias", {kv});
-        add(p + "self_attn.v_proj.bias", {kv});
-        add(p + "self_attn.o_proj.bias", {h});
-      }
-      if (hf_has_qk_norms(family)) {
-        add(p + "self_attn.q_norm.weight", {hn});
-        add(p + "self_attn.k_norm.weight", {hn});
-      }
-      add(p + "post_attention_layernorm.weight", {h});
-      if (hf_has_experts(family) && c.moe.is_moe_layer(i)) {
-        const std::int64_t f = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
-        add(hf_router_name(family, p), {c.moe.num_experts, h});
-        for (int e = 0; e < c.moe.num_experts; ++e) {
-          const HfExpertNames x = hf_expert_names(family, p, e);
-          add(x.gate, {f, h});
-          add(x.up, {f, h});
-          add(x.down, {h, f});
-        }
-        continue;
-      }
-      add(p + "mlp.gate_proj.weight", {ffn, h});
-      add(p + "mlp.up_proj.weight", {ffn, h});
-      add(p + "mlp.down_proj.weight", {h, ffn});
-      if (c.add_bias_linear) {
-        add(p + "mlp.gate_proj.bias", {ffn});
-        add(p + "mlp.up_proj.bias", {ffn});
-        add(p + "mlp.down_proj.bias", {h});
-      }
-    }
-    add("model.norm.weight", {h});
-  }
-  if (lm_head) add("lm_head.weight", {vocab, h});
-  return s;
-}
-
 std::int64_t hf_layers_in(const std::map<std::string, at::Tensor>& tensors, HfFamily family) {
-  const std::string_view prefix = family == HfFamily::kGpt2 ? "transformer.h." : "model.layers.";
+  const std::string_view prefix = hf_family(family).layer_prefix;
   std::int64_t layers = 0;
   for (const auto& [name, t] : tensors) {
     if (!name.starts_with(prefix)) continue;
@@ -208,21 +181,24 @@ std::int64_t hf_layers_in(const std::map<std::string, at::Tensor>& tensors, HfFa
   return layers;
 }
 
-void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfShapes& expected,
-                      const std::string& where) {
+void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfTensorMap& map, const std::string& where) {
   const auto text = [](at::IntArrayRef shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(shape[i]);
     return s + "]";
   };
   std::vector<std::string> problems;
-  for (const auto& [name, shape] : expected) {
+  for (const HfTensorRule& rule : map) {
+   for (std::size_t i = 0; i < rule.hf.size(); ++i) {
+    const std::string& name = rule.hf[i];
+    const HfShape& shape = rule.shapes[i];
     const auto it = tensors.find(name);
     if (it == tensors.end()) {
       problems.push_back(name + " is missing; config.json needs it with shape " + text(shape));
     } else if (it->second.sizes() != at::IntArrayRef(shape)) {
       problems.push_back(name + " has shape " + text(it->second.sizes()) + "; config.json needs " + text(shape));
     }
+   }
   }
   // A wrong size repeats in every layer: the first few name it.
   constexpr std::size_t kShown = 8;

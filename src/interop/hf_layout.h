@@ -1,6 +1,7 @@
 // HuggingFace's tensor layouts against Megatron's (private to src/interop): the fused QKV rows
-// grouped per query group, the tensors of an HF folder, and the names and shapes its config.json
-// implies (checked before anything is reshaped).
+// grouped per query group, the transforms of a family's tensor map (hf_family.h), the tensors of
+// an HF folder, and the check of their names and shapes against what config.json implies (before
+// anything is reshaped).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,7 +10,6 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "megatron/interop/huggingface.h"
@@ -25,47 +25,54 @@ Qkv split_qkv(const at::Tensor& w, const model::ModelConfig& c);
 // Inverse of split_qkv.
 at::Tensor join_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const model::ModelConfig& c);
 
-// Every tensor of an HF folder (one model.safetensors, or the shards its index names), as fp32.
-// GPT-2's names are given transformers' "transformer." prefix where the file has none (as
-// OpenAI's original checkpoints), so that each tensor has one name.
-std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family);
+using HfShape = std::vector<std::int64_t>;
 
-// The Llama-style families with experts (Mixtral, Qwen3-MoE) and with query/key norms (Qwen3,
-// Qwen3-MoE).
-bool hf_has_experts(HfFamily family);
-bool hf_has_qk_norms(HfFamily family);
-
-// Where a family keeps an MoE layer's router and each expert's SwiGLU projections, under the
-// layer's prefix `layer` ("model.layers.<i>."): the hub's names, one tensor per expert (Mixtral's
-// block_sparse_moe.gate and experts.<j>.w1/w3/w2, Qwen3-MoE's mlp.gate and
-// experts.<j>.gate_proj/up_proj/down_proj).
-std::string hf_router_name(HfFamily family, const std::string& layer);
-struct HfExpertNames {
-  std::string gate, up, down;
+// How one Megatron parameter (single-process, full) becomes HF tensors, and back.
+enum class HfTransform {
+  kSame,           // one tensor as it is
+  kTranspose,      // one tensor transposed (GPT-2's Conv1D keeps [in, out])
+  kVocabRows,      // the vocabulary's rows: cut to HF's vocab_size on export, zero-padded to Megatron's on import
+  kQkv,            // Megatron's fused QKV (rows grouped per query group) <-> q, k, v
+  kQkvConcat,      // <-> one tensor [all q; all k; all v] (GPT-2's c_attn bias)
+  kQkvConv1d,      // <-> one tensor [all q; all k; all v] transposed (GPT-2's c_attn weight)
+  kGateUp,         // Megatron's [gate; up] rows <-> gate, up
+  kExpertsGateUp,  // [E, 2F, h] (each expert's [gate; up]) <-> gate_0, up_0, gate_1, up_1, ...
+  kExperts,        // [E, ...] <-> one tensor per expert
 };
-HfExpertNames hf_expert_names(HfFamily family, const std::string& layer, int expert);
+
+struct HfTensorRule {
+  std::string megatron;          // the single-process parameter name
+  HfTransform transform = HfTransform::kSame;
+  std::vector<std::string> hf;   // HF names, in the transform's order
+  std::vector<HfShape> shapes;   // each HF tensor's shape, as config.json implies it
+  // GPT-2's biases: HF always has them, Megatron not with --disable-bias-linear; zeros are exact.
+  bool zeros_when_absent = false;
+};
+using HfTensorMap = std::vector<HfTensorRule>;
+
+// The HF tensors of one Megatron parameter, and the parameter from its HF tensors (in the rule's
+// order; kVocabRows pads to c.padded_vocab_size).
+std::vector<at::Tensor> to_hf_tensors(const HfTensorRule& rule, const at::Tensor& megatron, const model::ModelConfig& c);
+at::Tensor from_hf_tensors(const HfTensorRule& rule, const std::vector<at::Tensor>& hf, const model::ModelConfig& c);
+
+// Every tensor of an HF folder (one model.safetensors, or the shards its index names), as fp32.
+// A family with a bare prefix (GPT-2's "transformer.") gives it to names the file has without it
+// (OpenAI's original checkpoints), so that each tensor has one name.
+std::map<std::string, at::Tensor> read_hf_tensors(const std::filesystem::path& dir, HfFamily family);
 
 // transformers' in-memory form of the experts, as a model's state_dict holds them
 // (mlp.experts.gate_up_proj [E, 2F, h] with each expert's gate rows first, mlp.experts.down_proj
-// [E, h, F], and Mixtral's router renamed to mlp.gate), rewritten under the hub's per-expert names.
+// [E, h, F], and the router under mlp.gate), rewritten under the family's per-expert hub names.
 // Hub-form tensors are left as they are.
 void split_fused_experts(std::map<std::string, at::Tensor>& tensors, HfFamily family);
 
-using HfShapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
-
-// The tensors a family's file holds for `c` (HF names and layouts: GPT-2's Conv1D [in, out], the
-// Llama-style families' separate projections, the experts per expert) with a `vocab`-row
-// embedding; lm_head.weight when `lm_head`.
-HfShapes hf_tensor_shapes(HfFamily family, const model::ModelConfig& c, std::int64_t vocab, bool lm_head);
-
-// The transformer layers the file holds: one more than the largest index of transformer.h.<i>.
-// (GPT-2) or model.layers.<i>. (Llama) among the names.
+// The transformer layers the file holds: one more than the largest index after the family's
+// layer prefix (transformer.h.<i>. for GPT-2, model.layers.<i>. for the Llama-style families).
 std::int64_t hf_layers_in(const std::map<std::string, at::Tensor>& tensors, HfFamily family);
 
-// Every expected tensor present with its shape, or throws megatron::Error listing each one that is
+// Every tensor of `map` present with its shape, or throws megatron::Error listing each one that is
 // missing or of another shape ("<name> has shape [16, 32]; config.json needs [32, 32]"); `where`
 // names the folder.
-void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfShapes& expected,
-                      const std::string& where);
+void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const HfTensorMap& map, const std::string& where);
 
 }  // namespace megatron::interop::detail

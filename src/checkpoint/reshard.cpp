@@ -302,20 +302,7 @@ model::ModelConfig saved_model_config(const nlohmann::json& config, const std::s
                  where, ": the saved run configuration describes no model");
   try {
     if (config.contains("model")) return model::ModelConfig::from_json(config.at("model"));
-    nlohmann::json legacy = nlohmann::json::object();
-    for (const auto& [key, value] : config.items()) {
-      if (!value.is_null()) legacy[key] = value;
-    }
-    const auto flag = [&](const char* key, bool fallback) {
-      const auto it = config.find(key);
-      return it != config.end() && it->is_boolean() ? it->get<bool>() : fallback;
-    };
-    if (!flag("group_query_attention", false) && config.contains("num_attention_heads")) {
-      legacy["num_query_groups"] = config.at("num_attention_heads");
-    }
-    legacy["padded_vocab_size"] = config.at("padded_vocab_size_resolved");
-    legacy["bias_activation_fusion"] = flag(flag("swiglu", false) ? "bias_swiglu_fusion" : "bias_gelu_fusion", true);
-    return model::ModelConfig::from_json(legacy);
+    return model::ModelConfig::from_arguments(config);
   } catch (const Error& e) {
     MEGATRON_FAIL(where, ": ", e.what());
   }

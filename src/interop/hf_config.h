@@ -1,7 +1,7 @@
 // A HuggingFace config.json read as Megatron's model (private to src/interop): model_type picks the
 // family's descriptor (hf_family.h), whose reader takes the keys transformers' config of that
 // family reads, with transformers' defaults (n_inner, num_key_value_heads, head_dim, the experts'
-// counts); and the megatron_train flags that build the same model. Integers are read as integers,
+// counts). Integers are read as integers,
 // range-checked; nothing is narrowed.
 #pragma once
 
@@ -28,9 +28,5 @@ struct HfConfig {
 // unsupported or missing model_type alone; otherwise every key that is missing, of the wrong
 // type, out of range, or a setting Megatron's GPT does not have, together.
 HfConfig read_hf_config(const nlohmann::json& hf, const std::string& where);
-
-// The megatron_train model flags that build `c` (the shape flags --load compares, dropout and
-// init), including --padded-vocab-size and --untie-embeddings-and-output-weights where they apply.
-std::vector<std::string> megatron_model_flags(const model::ModelConfig& c);
 
 }  // namespace megatron::interop::detail

@@ -154,7 +154,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   c.untie_embeddings_and_output_weights = !tied;
   const detail::HfTensorMap map = spec.tensor_map(spec, c, vocab);
   detail::check_hf_tensors(t, map, hf_dir);
-  result.model_flags = detail::megatron_model_flags(c);
+  result.model_flags = c.flags();
   result.has_experts = c.moe.enabled();
   const model::ModelConfig& config = c;
 

@@ -1,12 +1,20 @@
-// Values Megatron derives after the argument dump (tokenizer padding, microbatch calculator,
-// get_optimizer_param_scheduler), computed from resolved Arguments the same way.
+// Values Megatron derives after the argument dump (the model, tokenizer padding, microbatch
+// calculator, get_optimizer_param_scheduler), computed from resolved Arguments the same way.
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "megatron/core/check.h"
 #include "megatron/model/model_config.h"
 #include "megatron/train/arguments.h"
 
 namespace megatron::train {
+
+model::ModelConfig model_config(const Arguments& args) {
+  model::ModelConfig c = model::ModelConfig::from_arguments(nlohmann::json::parse(to_json(args)));
+  c.padded_vocab_size = 0;  // known once the tokenizer is: VocabPlan::padded
+  c.cp_all_gather = args.parallel.cp_comm_type.size() == 1 && args.parallel.cp_comm_type[0] == "all_gather";
+  return c;
+}
 
 VocabPlan vocab_plan(const Arguments& args) {
   return VocabPlan{args.tokenizer.padded_vocab_size, args.model.make_vocab_size_divisible_by,

@@ -61,35 +61,3 @@ void Resolver::moe() {
 }
 
 }  // namespace megatron::train::detail
-
-namespace megatron::train {
-
-model::MoeConfig moe_config(const Arguments& args) {
-  const MoeArgs& e = args.moe;
-  model::MoeConfig c;
-  if (!e.num_experts) return c;
-  c.num_experts = *e.num_experts;
-  const model::MoeLayerFreq freq = model::parse_moe_layer_freq(e.moe_layer_freq);
-  c.layer_freq = freq.every;
-  c.layer_pattern = freq.pattern;
-  c.ffn_hidden_size = e.moe_ffn_hidden_size.value_or(0);
-  c.shared_expert_intermediate_size = e.moe_shared_expert_intermediate_size.value_or(0);
-  c.router_topk = e.moe_router_topk;
-  c.score_function = e.moe_router_score_function;
-  c.router_pre_softmax = e.moe_router_pre_softmax;
-  c.router_topk_scaling_factor = e.moe_router_topk_scaling_factor.value_or(0.0);
-  c.router_num_groups = e.moe_router_num_groups.value_or(0);
-  c.router_group_topk = e.moe_router_group_topk.value_or(0);
-  c.router_enable_expert_bias = e.moe_router_enable_expert_bias;
-  c.router_bias_update_rate = e.moe_router_bias_update_rate;
-  c.load_balancing = e.moe_router_load_balancing_type;
-  c.aux_loss_coeff = e.moe_aux_loss_coeff;
-  c.z_loss_coeff = e.moe_z_loss_coeff.value_or(0.0);
-  c.expert_capacity_factor = e.moe_expert_capacity_factor.value_or(0.0);
-  c.pad_expert_input_to_capacity = e.moe_pad_expert_input_to_capacity;
-  c.token_drop_policy = e.moe_token_drop_policy;
-  c.token_dispatcher = *parse_enum<model::TokenDispatcher>(e.moe_token_dispatcher_type);
-  return c;
-}
-
-}  // namespace megatron::train

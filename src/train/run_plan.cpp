@@ -11,43 +11,6 @@
 namespace megatron::train {
 namespace {
 
-model::ModelConfig model_config(const Arguments& args) {
-  const ModelArgs& m = args.model;
-  model::ModelConfig c;
-  c.num_layers = m.num_layers;
-  c.hidden_size = m.hidden_size;
-  c.ffn_hidden_size = m.ffn_hidden_size;
-  c.num_attention_heads = m.num_attention_heads;
-  c.num_query_groups = m.group_query_attention ? m.num_query_groups : m.num_attention_heads;
-  c.kv_channels = m.kv_channels;
-  c.seq_length = m.seq_length;
-  c.max_position_embeddings = m.max_position_embeddings;
-  c.position_embedding = m.position_embedding_type;
-  c.rotary_base = static_cast<double>(m.rotary_base);
-  c.rotary_percent = m.rotary_percent;
-  c.normalization = m.normalization;
-  c.norm_epsilon = m.norm_epsilon;
-  c.swiglu = m.swiglu;
-  c.qk_layernorm = m.qk_layernorm;
-  c.untie_embeddings_and_output_weights = m.untie_embeddings_and_output_weights;
-  c.add_bias_linear = m.add_bias_linear;
-  c.init_method_std = m.init_method_std;
-  c.attention_dropout = m.attention_dropout;
-  c.hidden_dropout = m.hidden_dropout;
-  c.padded_vocab_size = 0;  // known once the tokenizer is: VocabPlan::padded
-  c.sequence_parallel = args.parallel.sequence_parallel;
-  c.bias_activation_fusion = m.swiglu ? m.bias_swiglu_fusion : m.bias_gelu_fusion;
-  c.masked_softmax_fusion = m.masked_softmax_fusion;
-  c.apply_rope_fusion = m.apply_rope_fusion;
-  c.attention_backend = m.attention_backend;
-  c.cp_all_gather = args.parallel.cp_comm_type.size() == 1 && args.parallel.cp_comm_type[0] == "all_gather";
-  c.recompute_granularity = m.recompute_granularity.value_or(model::RecomputeGranularity::kNone);
-  c.recompute_method = m.recompute_method.value_or(model::RecomputeMethod::kUniform);
-  c.recompute_num_layers = m.recompute_num_layers.value_or(1);
-  c.moe = moe_config(args);
-  return c;
-}
-
 optim::SchedulerConfig scheduler_config(const Arguments& args) {
   const SchedulerSteps s = scheduler_steps(args);
   optim::SchedulerConfig c;

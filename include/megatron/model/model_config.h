@@ -99,9 +99,20 @@ struct ModelConfig {
 
   // Every member under Megatron's argument name (enums as its choices: "learned_absolute",
   // "RMSNorm", "selective", ...), and back; absent keys keep the member defaults, a key of the
-  // wrong type is an error naming it.
+  // wrong type is an error naming it. One field table (model_config_fields.cpp) serves these,
+  // from_arguments, flags and shape_differences_from.
   nlohmann::json to_json() const;
   static ModelConfig from_json(const nlohmann::json& j);
+  // The model Megatron's arguments describe (argparse dest names: megatron_train's resolved flags,
+  // or the arguments an older checkpoint saved without a "model" object): the same keys, None
+  // (null) keeping the default, with Megatron's derivations (query groups only with
+  // --group-query-attention, the fusion flag of the MLP's activation, experts' settings only with
+  // experts).
+  static ModelConfig from_arguments(const nlohmann::json& arguments);
+  // The megatron_train flags that build this model: the sizes, dropout, init and norm epsilon
+  // always, every other setting of what the model is (not how it computes) where it is not
+  // Megatron's default, and --padded-vocab-size.
+  std::vector<std::string> flags() const;
   // The members that shape the parameters (sizes, norms, biases, vocabulary, tying) where `saved`
   // and this config differ: "hidden_size: checkpoint 32, command line 48".
   std::vector<std::string> shape_differences_from(const ModelConfig& saved) const;

@@ -340,9 +340,11 @@ std::string format_padded_vocab_line(std::int64_t vocab_size, std::int64_t padde
 // gbs / (mbs * dp), constant (no batch-size ramp-up in this build).
 int num_microbatches(const Arguments& args);
 
-// The model's mixture-of-experts configuration from the resolved flags (num_experts 0 without
-// --num-experts).
-model::MoeConfig moe_config(const Arguments& args);
+// The model the resolved flags describe (ModelConfig::from_arguments of their JSON: the model's
+// one field table), its padded vocabulary left to the VocabPlan; and its mixture-of-experts part
+// (num_experts 0 without --num-experts).
+model::ModelConfig model_config(const Arguments& args);
+inline model::MoeConfig moe_config(const Arguments& args) { return model_config(args).moe; }
 // The number of iterations to train: --train-iters, or train_samples // gbs.
 std::int64_t total_train_iters(const Arguments& args);
 

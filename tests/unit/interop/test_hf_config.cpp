@@ -126,7 +126,7 @@ TEST(HfConfig, ReadsQwen3MoeLayersRouterAndHeads) {
   EXPECT_EQ(c.model.moe.num_experts, 8);
   EXPECT_FALSE(c.model.moe.router_pre_softmax);
   EXPECT_EQ(c.model.moe.layer_pattern, (std::vector<int>{0, 1, 0, 0, 0, 1}));
-  const std::vector<std::string> flags = megatron_model_flags(c.model);
+  const std::vector<std::string> flags = c.model.flags();
   const auto at = std::find(flags.begin(), flags.end(), "--moe-layer-freq");
   ASSERT_NE(at, flags.end());
   EXPECT_EQ(*(at + 1), "[0,1,0,0,0,1]");
@@ -169,7 +169,7 @@ TEST(HfConfig, FlagsDescribeTheModel) {
   HfConfig c = read_hf_config(llama(), "hf/config.json");
   c.model.padded_vocab_size = 50304;
   c.model.untie_embeddings_and_output_weights = true;
-  const std::vector<std::string> flags = megatron_model_flags(c.model);
+  const std::vector<std::string> flags = c.model.flags();
   auto value_of = [&](const std::string& flag) {
     const auto it = std::find(flags.begin(), flags.end(), flag);
     return it != flags.end() && it + 1 != flags.end() ? *(it + 1) : std::string("(absent)");

@@ -113,13 +113,8 @@ int run(int argc, char** argv) {
     for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
     // A command line to paste into a shell: each word quoted as the shell needs.
     std::vector<std::string> words = imported.model_flags;
-    words.insert(words.end(), {"--tokenizer-type", tokenizer.type});
-    if (tokenizer.type == "GPT2BPETokenizer") {
-      words.insert(words.end(), {"--vocab-file", tokenizer.vocab_file, "--merge-file", tokenizer.merge_file});
-    } else {
-      words.insert(words.end(), {"--tokenizer-model", tokenizer.tokenizer_model});
-    }
-    if (tokenizer.vocab_extra_ids > 0) words.insert(words.end(), {"--vocab-extra-ids", std::to_string(tokenizer.vocab_extra_ids)});
+    const std::vector<std::string> tokenizer_flags = tokenizer.flags();
+    words.insert(words.end(), tokenizer_flags.begin(), tokenizer_flags.end());
     std::string flags;
     for (const auto& word : words) flags += " " + megatron::shell_word(word);
     const std::string expert_layout = target_ep > 1 ? " x expert-parallel " + std::to_string(target_ep) : "";

@@ -50,15 +50,15 @@ int run(int argc, char** argv) {
   std::string prefix;
   std::int64_t document = 0;  // signed: -1 is refused, not wrapped to 2^64 - 1
   std::int64_t max_ids = 64;
-  megatron::tokenizer::TokenizerOptions tokenizer_options;
+  megatron::tokenizer::TokenizerFlags tokenizer_flags;
   app.add_option("prefix,--data-path", prefix, "Dataset prefix P of P.bin / P.idx")->required();
   CLI::Option* document_option =
       app.add_option("--document", document, "Also print the token ids of document N");
   app.add_option("--max-ids", max_ids, "Print at most N ids of the document (0: all)")
       ->capture_default_str();
   // Any tokenizer flag decodes --document to text.
-  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_options);
-  app.add_option("--vocab-extra-ids", tokenizer_options.vocab_extra_ids, "SentencePieceTokenizer: <extra_id_i> tokens");
+  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_flags);
+  app.add_option("--vocab-extra-ids", tokenizer_flags.given.vocab_extra_ids, "SentencePieceTokenizer: <extra_id_i> tokens");
   std::vector<std::string> problems;
   if (const auto status = megatron::parse_command_line(app, argc, argv, "dataset_info", problems)) {
     return *status;  // --help
@@ -74,7 +74,7 @@ int run(int argc, char** argv) {
   MEGATRON_CHECK(!decode || document_option->count() > 0,
                  "the tokenizer flags decode one document; add --document N");
   const std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer =
-      decode ? megatron::tokenizer::build_tokenizer(tokenizer_options) : nullptr;
+      decode ? megatron::tokenizer::build_tokenizer(tokenizer_flags.options()) : nullptr;
   const megatron::data::IndexedDataset dataset(prefix);
   MEGATRON_CHECK(document_option->count() == 0 || static_cast<std::size_t>(document) < dataset.num_documents(),
                  "--document ", document, " is out of range: ", prefix, " has ",

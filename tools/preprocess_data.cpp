@@ -64,7 +64,7 @@ std::map<std::string, std::string, std::less<>> given_legacy_flags(const CLI::Ap
 int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();
   megatron::data::PreprocessOptions options;
-  megatron::tokenizer::TokenizerOptions tokenizer_options;
+  megatron::tokenizer::TokenizerFlags tokenizer_flags;
   std::vector<std::string> input_patterns;
   int partitions = 1;
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -83,7 +83,7 @@ int run(int argc, char** argv) {
   app.add_option("--workers", workers, "tokenizing threads (default: the number of cores)")->capture_default_str();
   app.add_option("--partitions", partitions, "accepted for compatibility; only 1 is supported")->capture_default_str();
   app.add_option("--log-interval", log_interval, "progress line every N documents")->capture_default_str();
-  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_options);
+  megatron::tokenizer::add_tokenizer_flags(app, tokenizer_flags);
   std::int64_t vocab_extra_ids = 0;  // parsed and dropped: Megatron's preprocess_data sets it to 0
   app.add_option("--vocab-extra-ids", vocab_extra_ids,
                  "accepted and ignored, as Megatron's preprocess_data does (it always uses 0)");
@@ -150,7 +150,7 @@ int run(int argc, char** argv) {
   }
   std::unique_ptr<megatron::tokenizer::Tokenizer> tokenizer;
   try {
-    tokenizer = megatron::tokenizer::build_tokenizer(tokenizer_options);
+    tokenizer = megatron::tokenizer::build_tokenizer(tokenizer_flags.options());
   } catch (const megatron::Error& e) {
     problems.push_back(e.what());
   }

@@ -47,17 +47,18 @@ bool resolve_tie(std::map<std::string, at::Tensor>& t, const std::string& embedd
 // Megatron's <EOD> among its added tokens SentencePieceTokenizer (its <extra_id_i> counted into
 // `vocab_extra_ids`), else GPTSentencePieceTokenizer. Any other folder is transformers'
 // LlamaTokenizer over the model, a BOS before every text: Llama2Tokenizer.
-std::string sentencepiece_folder_type(const fs::path& dir, std::int64_t& vocab_extra_ids) {
+tokenizer::TokenizerType sentencepiece_folder_type(const fs::path& dir, std::int64_t& vocab_extra_ids) {
   const fs::path path = dir / "tokenizer_config.json";
-  if (!fs::exists(path)) return "Llama2Tokenizer";
+  using tokenizer::TokenizerType;
+  if (!fs::exists(path)) return TokenizerType::kLlama2;
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(read_text_file(path.string(), "tokenizer_config.json"));
   } catch (const nlohmann::json::exception& e) {
     MEGATRON_FAIL(path.string(), ": not valid JSON (", e.what(), ")");
   }
-  if (config.value("tokenizer_class", std::string()) != "SentencePieceBackend") return "Llama2Tokenizer";
-  if (config.value("special_tokens_pattern", std::string()) == "bos") return "Llama2Tokenizer";
+  if (config.value("tokenizer_class", std::string()) != "SentencePieceBackend") return TokenizerType::kLlama2;
+  if (config.value("special_tokens_pattern", std::string()) == "bos") return TokenizerType::kLlama2;
   bool eod = false;
   const nlohmann::json added = config.value("added_tokens_decoder", nlohmann::json::object());
   for (const auto& [id, token] : added.items()) {
@@ -65,9 +66,9 @@ std::string sentencepiece_folder_type(const fs::path& dir, std::int64_t& vocab_e
     eod = eod || content == "<EOD>";
     if (content.starts_with("<extra_id_")) ++vocab_extra_ids;
   }
-  if (eod) return "SentencePieceTokenizer";
+  if (eod) return TokenizerType::kSentencePiece;
   vocab_extra_ids = 0;
-  return "GPTSentencePieceTokenizer";
+  return TokenizerType::kGptSentencePiece;
 }
 
 }  // namespace
@@ -82,14 +83,14 @@ tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const
   MEGATRON_CHECK(!(gpt2_given && !given.tokenizer_model.empty()),
                  "give either --vocab-file and --merge-file (GPT-2) or --tokenizer-model, not both");
   if (!given.tokenizer_model.empty()) {
-    o.type = "HuggingFaceTokenizer";
+    o.type = tokenizer::TokenizerType::kHuggingFace;
     o.tokenizer_model = absolute(given.tokenizer_model);
   } else if (gpt2_given || (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt"))) {
-    o.type = "GPT2BPETokenizer";
+    o.type = tokenizer::TokenizerType::kGpt2Bpe;
     o.vocab_file = absolute(given.vocab_file.empty() ? dir / "vocab.json" : fs::path(given.vocab_file));
     o.merge_file = absolute(given.merge_file.empty() ? dir / "merges.txt" : fs::path(given.merge_file));
   } else if (fs::exists(dir / "tokenizer.json")) {
-    o.type = "HuggingFaceTokenizer";
+    o.type = tokenizer::TokenizerType::kHuggingFace;
     o.tokenizer_model = absolute(dir);
   } else if (fs::exists(dir / "tokenizer.model")) {
     o.type = sentencepiece_folder_type(dir, o.vocab_extra_ids);
@@ -138,8 +139,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   }
   throw_if_problems(config_path + ": this model cannot be imported", problems, ProblemHeading::kList);
   const auto tokens = static_cast<std::int64_t>(tokenizer::build_tokenizer(tokenizer_options)->vocab_size());
-  const std::string tokenizer_path = tokenizer_options.type == "GPT2BPETokenizer" ? tokenizer_options.vocab_file
-                                                                                  : tokenizer_options.tokenizer_model;
+  const std::string tokenizer_path =
+      tokenizer_options.reads_vocab_and_merges() ? tokenizer_options.vocab_file : tokenizer_options.tokenizer_model;
   MEGATRON_CHECK(vocab >= tokens, config_path, ": vocab_size ", vocab, " is smaller than the tokenizer's ", tokens,
                  " tokens (", tokenizer_path, "): the model was trained with another tokenizer");
 
@@ -208,14 +209,8 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
                    {"num_layers", config.num_layers},
                    {"tensor_model_parallel_size", tp},
                    {"pipeline_model_parallel_size", pp},
-                   {"expert_model_parallel_size", ep},
-                   {"tokenizer_type", tokenizer_options.type}};
-  if (tokenizer_options.type == "GPT2BPETokenizer") {
-    common.config["vocab_file"] = tokenizer_options.vocab_file;
-    common.config["merge_file"] = tokenizer_options.merge_file;
-  } else {
-    common.config["tokenizer_model"] = tokenizer_options.tokenizer_model;
-  }
+                   {"expert_model_parallel_size", ep}};
+  common.config.update(tokenizer_options.to_json());
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
   common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));
   checkpoint::save_model_shards(save_dir, common, shards, ep);

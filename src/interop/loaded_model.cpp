@@ -73,52 +73,23 @@ std::optional<T> saved_value(const nlohmann::json& run_config, const char* key) 
   return it->get<T>();
 }
 
-bool is_gpt2(const tokenizer::TokenizerOptions& o) { return o.type == "GPT2BPETokenizer"; }
-
-// The flags that name a tokenizer's files, for messages.
-std::string describe(const tokenizer::TokenizerOptions& o) {
-  if (is_gpt2(o)) return "--vocab-file " + o.vocab_file + " --merge-file " + o.merge_file;
-  if (o.type == "NullTokenizer") return "--tokenizer-type NullTokenizer --vocab-size " + std::to_string(o.vocab_size);
-  return "--tokenizer-type " + o.type + " --tokenizer-model " + o.tokenizer_model;
-}
-
-// Every file the options name exists (the tokenizer can be built from them).
-bool files_exist(const tokenizer::TokenizerOptions& o) {
-  const auto file = [](const std::string& path) { return !path.empty() && std::filesystem::exists(path); };
-  if (is_gpt2(o)) return file(o.vocab_file) && file(o.merge_file);
-  if (o.type == "NullTokenizer") return true;
-  return file(o.tokenizer_model);
-}
-
 }  // namespace
 
 tokenizer::TokenizerOptions saved_tokenizer_options(const nlohmann::json& run_config) {
-  tokenizer::TokenizerOptions o;
-  o.type = saved_value<std::string>(run_config, "tokenizer_type").value_or("GPT2BPETokenizer");
-  o.vocab_file = saved_value<std::string>(run_config, "vocab_file").value_or("");
-  o.merge_file = saved_value<std::string>(run_config, "merge_file").value_or("");
-  o.tokenizer_model = saved_value<std::string>(run_config, "tokenizer_model").value_or("");
-  o.vocab_size = saved_value<std::int64_t>(run_config, "vocab_size").value_or(0);
-  o.vocab_extra_ids = saved_value<std::int64_t>(run_config, "vocab_extra_ids").value_or(0);
-  o.tiktoken_pattern = saved_value<std::string>(run_config, "tiktoken_pattern").value_or("");
-  o.tiktoken_num_special_tokens = saved_value<std::int64_t>(run_config, "tiktoken_num_special_tokens").value_or(1000);
-  o.tiktoken_special_tokens =
-      saved_value<std::vector<std::string>>(run_config, "tiktoken_special_tokens").value_or(std::vector<std::string>{});
-  return o;
+  return tokenizer::TokenizerOptions::from_json(run_config);
 }
 
 RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::TokenizerChoice& given) {
   const tokenizer::TokenizerOptions recorded = saved_tokenizer_options(loaded.run_config);
-  const bool gpt2 = is_gpt2(recorded);
-  const bool names_files = gpt2 ? !recorded.vocab_file.empty() : !recorded.tokenizer_model.empty();
-  const std::string trained_with = names_files || recorded.type == "NullTokenizer" ? describe(recorded)
-                                                                                    : "a tokenizer it does not name";
+  const bool gpt2 = recorded.reads_vocab_and_merges(), null = recorded.reads_no_files();
+  const bool names_files = recorded.names_files();
+  const std::string trained_with = names_files || null ? recorded.describe() : "a tokenizer it does not name";
   // Files for another type than the run's cannot stand in for its tokenizer.
   const bool given_gpt2 = !given.vocab_file.empty() || !given.merge_file.empty();
   MEGATRON_CHECK(!(given_gpt2 && !gpt2), "--vocab-file and --merge-file name GPT-2 files, but this checkpoint was "
                  "trained with ", trained_with,
-                 recorded.type == "NullTokenizer" ? "; give neither" : "; give --tokenizer-model instead, or neither");
-  MEGATRON_CHECK(!(!given.tokenizer_model.empty() && (gpt2 || recorded.type == "NullTokenizer")),
+                 null ? "; give neither" : "; give --tokenizer-model instead, or neither");
+  MEGATRON_CHECK(!(!given.tokenizer_model.empty() && (gpt2 || null)),
                  "--tokenizer-model names a tokenizer file, but this checkpoint was trained with ", trained_with,
                  gpt2 ? "; give --vocab-file and --merge-file instead, or neither" : "");
   RunTokenizer out;
@@ -131,19 +102,19 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
     if (!given.vocab_file.empty()) out.options.vocab_file = given.vocab_file;
     if (!given.merge_file.empty()) out.options.merge_file = given.merge_file;
     if (!given.tokenizer_model.empty()) out.options.tokenizer_model = given.tokenizer_model;
-    out.source = "the tokenizer (" + describe(out.options) + ")";
+    out.source = "the tokenizer (" + out.options.describe() + ")";
   } else if (const auto copied = tokenizer::options_reading_copies(recorded, copies);
-             !loaded.root.empty() && recorded.type != "NullTokenizer" && files_exist(copied)) {
+             !loaded.root.empty() && !null && copied.files_exist()) {
     out.options = copied;
     out.source = "the checkpoint's copy of its tokenizer (" + copies + ")";
   } else {
     const std::string flags = gpt2 ? "--vocab-file and --merge-file" : "--tokenizer-model";
-    MEGATRON_CHECK(names_files || recorded.type == "NullTokenizer", "the saved run names no tokenizer files and ",
+    MEGATRON_CHECK(names_files || null, "the saved run names no tokenizer files and ",
                    copies, " holds no copy; give ", flags);
-    MEGATRON_CHECK(files_exist(recorded), "this checkpoint was trained with ", trained_with,
+    MEGATRON_CHECK(recorded.files_exist(), "this checkpoint was trained with ", trained_with,
                    ", which is no longer there, and ", copies, " holds no copy; give ", flags);
     out.options = recorded;
-    out.source = "the tokenizer (" + describe(out.options) + ")";
+    out.source = "the tokenizer (" + out.options.describe() + ")";
   }
   out.tokenizer = tokenizer::build_tokenizer(out.options);
   const auto tokens = static_cast<std::int64_t>(out.tokenizer->vocab_size());
@@ -157,7 +128,7 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
   if (!user_chose) return out;
   // Another tokenizer than the recorded one: the model's vocabulary would be cut to it (an export)
   // or ids past it never drawn (generation). Its size must be the recorded tokenizer's.
-  if (names_files && describe(out.options) != describe(recorded) && files_exist(recorded)) {
+  if (names_files && out.options.describe() != recorded.describe() && recorded.files_exist()) {
     const auto trained = static_cast<std::int64_t>(tokenizer::build_tokenizer(recorded)->vocab_size());
     MEGATRON_CHECK(tokens == trained, out.source, " has ", tokens, " tokens but this checkpoint was trained with ",
                    trained_with, " (", trained, " tokens); ", advice);

@@ -51,7 +51,7 @@ Files sentencepiece_files(const TokenizerOptions& options, std::int64_t model_ma
   name("pad_token", names.pad);
   config["legacy"] = true;  // SentencePiece's dummy-prefix space before each stretch of text, as Megatron
   config["clean_up_tokenization_spaces"] = false;
-  if (options.type == "SentencePieceTokenizer") {
+  if (options.type == TokenizerType::kSentencePiece) {
     json added = json::object();
     for (const auto& [text, id] : names.added) {
       added[std::to_string(id)] = {{"content", text}, {"lstrip", false}, {"normalized", false}, {"rstrip", false},
@@ -61,7 +61,7 @@ Files sentencepiece_files(const TokenizerOptions& options, std::int64_t model_ma
     config["split_special_tokens"] = false;
   } else {
     config["split_special_tokens"] = true;
-    if (options.type == "Llama2Tokenizer") config["special_tokens_pattern"] = "bos";
+    if (options.type == TokenizerType::kLlama2) config["special_tokens_pattern"] = "bos";
   }
   return {{"tokenizer.model", read_text_file(options.tokenizer_model, "--tokenizer-model")},
           {"tokenizer_config.json", text_of(config)}};
@@ -159,16 +159,19 @@ Files tiktoken_files(const TokenizerOptions& options, std::int64_t model_max_len
 
 std::vector<std::pair<std::string, std::string>> hf_tokenizer_files(const TokenizerOptions& options,
                                                                      std::int64_t model_max_length) {
-  if (options.type == "GPT2BPETokenizer") return gpt2_files(options, model_max_length);
-  if (options.type == "HuggingFaceTokenizer") {
-    Files files = read_tokenizer_files(options);
-    MEGATRON_CHECK(!files.empty(), "--tokenizer-model ", options.tokenizer_model, ": no tokenizer files there");
-    return files;
+  switch (options.type) {
+    case TokenizerType::kGpt2Bpe: return gpt2_files(options, model_max_length);
+    case TokenizerType::kHuggingFace: {
+      Files files = read_tokenizer_files(options);
+      MEGATRON_CHECK(!files.empty(), "--tokenizer-model ", options.tokenizer_model, ": no tokenizer files there");
+      return files;
+    }
+    case TokenizerType::kSentencePiece:
+    case TokenizerType::kGptSentencePiece:
+    case TokenizerType::kLlama2: return sentencepiece_files(options, model_max_length);
+    case TokenizerType::kTikToken: return tiktoken_files(options, model_max_length);
+    case TokenizerType::kNull: break;  // no files: the ids are the text
   }
-  if (is_sentencepiece_tokenizer_type(options.type)) return sentencepiece_files(options, model_max_length);
-  if (options.type == "TikTokenizer") return tiktoken_files(options, model_max_length);
-  MEGATRON_CHECK(options.type == "NullTokenizer", "--tokenizer-type ", options.type,
-                 ": no HuggingFace form of this tokenizer");
   return {};
 }
 

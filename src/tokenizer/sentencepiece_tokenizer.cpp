@@ -232,24 +232,13 @@ std::unique_ptr<Encoder> SentencePieceTokenizer::make_encoder() const {
 
 }  // namespace
 
-const std::vector<std::string>& sentencepiece_tokenizer_types() {
-  static const std::vector<std::string> kTypes = {"SentencePieceTokenizer", "GPTSentencePieceTokenizer",
-                                                  "Llama2Tokenizer"};
-  return kTypes;
-}
-
-bool is_sentencepiece_tokenizer_type(std::string_view type) {
-  const auto& types = sentencepiece_tokenizer_types();
-  return std::find(types.begin(), types.end(), type) != types.end();
-}
-
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(std::string_view type, const std::string& model_path,
                                                          std::int64_t vocab_extra_ids) {
-  MEGATRON_CHECK(is_sentencepiece_tokenizer_type(type), "--tokenizer-type ", type,
-                 " is not a SentencePiece tokenizer type");
-  const Flavor flavor = type == "SentencePieceTokenizer"      ? Flavor::kSentencePiece
-                        : type == "GPTSentencePieceTokenizer" ? Flavor::kGpt
-                                                              : Flavor::kLlama2;
+  const TokenizerType kind = parse_tokenizer_type(type);
+  MEGATRON_CHECK(is_sentencepiece(kind), "--tokenizer-type ", type, " is not a SentencePiece tokenizer type");
+  const Flavor flavor = kind == TokenizerType::kSentencePiece      ? Flavor::kSentencePiece
+                        : kind == TokenizerType::kGptSentencePiece ? Flavor::kGpt
+                                                                   : Flavor::kLlama2;
   MEGATRON_CHECK(!model_path.empty(), "--tokenizer-type ", type,
                  " needs --tokenizer-model (the SentencePiece .model file)");
   MEGATRON_CHECK(vocab_extra_ids >= 0, "--vocab-extra-ids must be at least 0, got ", vocab_extra_ids);

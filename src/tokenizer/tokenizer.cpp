@@ -100,50 +100,45 @@ std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size) {
 }
 
 std::vector<std::string> supported_tokenizer_types() {
-  std::vector<std::string> types = {Gpt2BpeTokenizer::kTypeName, "HuggingFaceTokenizer", "TikTokenizer",
-                                    "NullTokenizer"};
-  const auto& sentencepiece = sentencepiece_tokenizer_types();
-  types.insert(types.end(), sentencepiece.begin(), sentencepiece.end());
+  std::vector<std::string> types;
+  for (const auto& entry : kTokenizerTypeNames) types.emplace_back(entry.name);
   return types;
 }
 
-namespace {
-std::string supported_list() {
-  std::string list;
-  for (const std::string& type : supported_tokenizer_types()) list += (list.empty() ? "" : ", ") + type;
-  return list;
+TokenizerType parse_tokenizer_type(std::string_view name) {
+  if (const auto type = parse_enum<TokenizerType>(name)) return *type;
+  std::string supported;
+  for (const auto& entry : kTokenizerTypeNames) supported += (supported.empty() ? "" : ", ") + std::string(entry.name);
+  const bool known = std::find(std::begin(kMegatronTokenizerTypes), std::end(kMegatronTokenizerTypes), name) !=
+                     std::end(kMegatronTokenizerTypes);
+  MEGATRON_CHECK(!known, "--tokenizer-type ", name,
+                 " is a Megatron tokenizer this build does not implement yet; supported: ", supported);
+  MEGATRON_FAIL("--tokenizer-type ", name, " is not a Megatron tokenizer type; supported: ", supported);
 }
-}  // namespace
+
+bool is_sentencepiece(TokenizerType type) {
+  return type == TokenizerType::kSentencePiece || type == TokenizerType::kGptSentencePiece ||
+         type == TokenizerType::kLlama2;
+}
 
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options) {
-  static const std::vector<std::string> kMegatronTypes = {
-      "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer",
-      "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "HuggingFaceTokenizer",
-      "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer", "NullTokenizer",
-      "NullMultimodalTokenizer", "SFTTokenizer"};
-  if (options.type == Gpt2BpeTokenizer::kTypeName) {
-    MEGATRON_CHECK(!options.vocab_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --vocab-file");
-    MEGATRON_CHECK(!options.merge_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --merge-file");
-    return Gpt2BpeTokenizer::from_files(options.vocab_file, options.merge_file);
+  switch (options.type) {
+    case TokenizerType::kGpt2Bpe:
+      MEGATRON_CHECK(!options.vocab_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --vocab-file");
+      MEGATRON_CHECK(!options.merge_file.empty(), "--tokenizer-type GPT2BPETokenizer needs --merge-file");
+      return Gpt2BpeTokenizer::from_files(options.vocab_file, options.merge_file);
+    case TokenizerType::kNull: return make_null_tokenizer(options.vocab_size);
+    case TokenizerType::kHuggingFace:
+      MEGATRON_CHECK(!options.tokenizer_model.empty(),
+                     "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
+      return make_hf_tokenizer(options.tokenizer_model);
+    case TokenizerType::kTikToken: return make_tiktoken_tokenizer(tiktoken_options(options));
+    case TokenizerType::kSentencePiece:
+    case TokenizerType::kGptSentencePiece:
+    case TokenizerType::kLlama2:
+      return make_sentencepiece_tokenizer(options.type_name(), options.tokenizer_model, options.vocab_extra_ids);
   }
-  if (options.type == "NullTokenizer") return make_null_tokenizer(options.vocab_size);
-  if (options.type == "HuggingFaceTokenizer") {
-    MEGATRON_CHECK(!options.tokenizer_model.empty(),
-                   "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
-    return make_hf_tokenizer(options.tokenizer_model);
-  }
-  if (options.type == "TikTokenizer") {
-    return make_tiktoken_tokenizer(tiktoken_options(options));
-  }
-  if (is_sentencepiece_tokenizer_type(options.type)) {
-    return make_sentencepiece_tokenizer(options.type, options.tokenizer_model, options.vocab_extra_ids);
-  }
-  const bool known = std::find(kMegatronTypes.begin(), kMegatronTypes.end(), options.type) !=
-                     kMegatronTypes.end();
-  MEGATRON_CHECK(!known, "--tokenizer-type ", options.type,
-                 " is a Megatron tokenizer this build does not implement yet; supported: ", supported_list());
-  MEGATRON_FAIL("--tokenizer-type ", options.type,
-                " is not a Megatron tokenizer type; supported: ", supported_list());
+  MEGATRON_FAIL("internal error: tokenizer type ", static_cast<int>(options.type));
 }
 
 }  // namespace megatron::tokenizer

@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "megatron/core/file_io.h"
-#include "megatron/tokenizer/sentencepiece_tokenizer.h"
 
 namespace megatron::tokenizer {
 namespace fs = std::filesystem;
@@ -24,10 +23,10 @@ std::vector<TokenizerFile> tokenizer_files(const TokenizerOptions& o) {
     std::error_code ec;
     if (!source.empty() && fs::is_regular_file(source, ec)) files.push_back({source.string(), name});
   };
-  if (o.type == "GPT2BPETokenizer") {
+  if (o.type == TokenizerType::kGpt2Bpe) {
     add(o.vocab_file, "vocab.json");
     add(o.merge_file, "merges.txt");
-  } else if (o.type == "HuggingFaceTokenizer") {
+  } else if (o.type == TokenizerType::kHuggingFace) {
     const fs::path model(o.tokenizer_model);
     std::error_code ec;
     const bool is_file = fs::is_regular_file(model, ec);
@@ -36,9 +35,9 @@ std::vector<TokenizerFile> tokenizer_files(const TokenizerOptions& o) {
     for (const char* name : kHuggingFaceFiles) {
       if (!(is_file && std::string(name) == "tokenizer.json")) add(folder / name, name);
     }
-  } else if (o.type == "TikTokenizer") {
+  } else if (o.type == TokenizerType::kTikToken) {
     add(o.tokenizer_model, "tokenizer.json");
-  } else if (is_sentencepiece_tokenizer_type(o.type)) {
+  } else if (is_sentencepiece(o.type)) {
     add(o.tokenizer_model, "tokenizer.model");
   }
   return files;
@@ -55,14 +54,14 @@ std::vector<std::pair<std::string, std::string>> read_tokenizer_files(const Toke
 TokenizerOptions options_reading_copies(const TokenizerOptions& options, const std::string& folder) {
   TokenizerOptions o = options;
   const fs::path dir(folder);
-  if (o.type == "GPT2BPETokenizer") {
+  if (o.type == TokenizerType::kGpt2Bpe) {
     o.vocab_file = (dir / "vocab.json").string();
     o.merge_file = (dir / "merges.txt").string();
-  } else if (o.type == "HuggingFaceTokenizer") {
+  } else if (o.type == TokenizerType::kHuggingFace) {
     o.tokenizer_model = dir.string();
-  } else if (o.type == "TikTokenizer") {
+  } else if (o.type == TokenizerType::kTikToken) {
     o.tokenizer_model = (dir / "tokenizer.json").string();
-  } else if (is_sentencepiece_tokenizer_type(o.type)) {
+  } else if (is_sentencepiece(o.type)) {
     o.tokenizer_model = (dir / "tokenizer.model").string();
   }
   return o;

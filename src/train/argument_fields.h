@@ -53,13 +53,6 @@ inline constexpr std::string_view kOptimizerChoices[] = {"adam", "sgd", "muon", 
 inline constexpr std::string_view kImplementedOptimizers[] = {"adam"};
 inline constexpr std::string_view kDataloaderChoices[] = {"single", "cyclic", "external"};
 inline constexpr std::string_view kImplementedDataloaders[] = {"single"};
-inline constexpr std::string_view kTokenizerChoices[] = {
-    "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
-    "GPTSentencePieceTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer",
-    "NullTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
-inline constexpr std::string_view kImplementedTokenizers[] = {
-    "GPT2BPETokenizer", "HuggingFaceTokenizer", "TikTokenizer", "NullTokenizer", "SentencePieceTokenizer",
-    "GPTSentencePieceTokenizer", "Llama2Tokenizer"};
 inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
 inline constexpr std::string_view kLoadBalancingChoices[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none"};
 inline constexpr std::string_view kDispatcherChoices[] = {"allgather", "alltoall", "flex", "alltoall_seq"};
@@ -196,7 +189,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader."}, d.create_attention_mask_in_dataloader);
 
   auto& k = a.tokenizer;
-  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer.", DumpStyle::kPlain, {kTokenizerChoices, kImplementedTokenizers}}, k.tokenizer_type);
+  f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer.", DumpStyle::kPlain, {tokenizer::kMegatronTokenizerTypes, {}}}, k.tokenizer_type);
   f(FieldSpec{"vocab_file", "--vocab-file", K::kValue, "GPT-2 vocab.json."}, k.vocab_file);
   f(FieldSpec{"merge_file", "--merge-file", K::kValue, "GPT-2 merges.txt."}, k.merge_file);
   f(FieldSpec{"tokenizer_model", "--tokenizer-model", K::kValue, "HuggingFaceTokenizer: a folder with tokenizer.json; SentencePiece types: the .model file; TikTokenizer: the vocabulary .json."}, k.tokenizer_model);

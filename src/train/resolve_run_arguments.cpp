@@ -97,7 +97,7 @@ void Resolver::schedule() {
 void Resolver::tokenizer() {
   auto& k = a_.tokenizer;
   if (!k.tokenizer_type && k.vocab_file && k.merge_file) {
-    k.tokenizer_type = "GPT2BPETokenizer";
+    k.tokenizer_type = tokenizer::TokenizerType::kGpt2Bpe;
     state_.messages.push_back("WARNING: --tokenizer-type not given; using GPT2BPETokenizer for --vocab-file and --merge-file");
   }
   if (!k.tokenizer_type) {
@@ -106,26 +106,39 @@ void Resolver::tokenizer() {
               "(with --vocab-size), or HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, "
               "Llama2Tokenizer, TikTokenizer (with --tokenizer-model)");
     }
-  } else if (const std::string& type = *k.tokenizer_type; type == "GPT2BPETokenizer") {
-    tokenizer_file(type, "--vocab-file", k.vocab_file);
-    tokenizer_file(type, "--merge-file", k.merge_file);
-  } else if (type == "NullTokenizer") {
-    if (!k.vocab_size && valid("vocab_size")) problem("--tokenizer-type NullTokenizer needs --vocab-size");
-  } else if (type == "TikTokenizer") {
-    tokenizer_file(type, "--tokenizer-model", k.tokenizer_model);
-    if (!k.tiktoken_pattern) {
-      if (valid("tiktoken_pattern")) problem("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
-    } else if (*k.tiktoken_pattern != "v1" && *k.tiktoken_pattern != "v2") {
-      problem("--tiktoken-pattern must be v1 or v2, got '" + *k.tiktoken_pattern + "'");
+  } else {
+    using tokenizer::TokenizerType;
+    const TokenizerType type = *k.tokenizer_type;
+    const std::string name(enum_name(type));
+    switch (type) {
+      case TokenizerType::kGpt2Bpe:
+        tokenizer_file(name, "--vocab-file", k.vocab_file);
+        tokenizer_file(name, "--merge-file", k.merge_file);
+        break;
+      case TokenizerType::kNull:
+        if (!k.vocab_size && valid("vocab_size")) problem("--tokenizer-type NullTokenizer needs --vocab-size");
+        break;
+      case TokenizerType::kTikToken:
+        tokenizer_file(name, "--tokenizer-model", k.tokenizer_model);
+        if (!k.tiktoken_pattern) {
+          if (valid("tiktoken_pattern")) problem("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
+        } else if (*k.tiktoken_pattern != "v1" && *k.tiktoken_pattern != "v2") {
+          problem("--tiktoken-pattern must be v1 or v2, got '" + *k.tiktoken_pattern + "'");
+        }
+        if (k.tiktoken_num_special_tokens < 0) {
+          problem("--tiktoken-num-special-tokens must be at least 0, got " + num(k.tiktoken_num_special_tokens));
+        }
+        break;
+      case TokenizerType::kHuggingFace:
+        // A folder with tokenizer.json or the file; a hub name is refused when the tokenizer is built.
+        if (!k.tokenizer_model) {
+          problem("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
+        }
+        break;
+      case TokenizerType::kSentencePiece:
+      case TokenizerType::kGptSentencePiece:
+      case TokenizerType::kLlama2: tokenizer_file(name, "--tokenizer-model", k.tokenizer_model); break;
     }
-    if (k.tiktoken_num_special_tokens < 0) {
-      problem("--tiktoken-num-special-tokens must be at least 0, got " + num(k.tiktoken_num_special_tokens));
-    }
-  } else if (type == "HuggingFaceTokenizer") {
-    // A folder with tokenizer.json or the file; a hub name is refused when the tokenizer is built.
-    if (!k.tokenizer_model) problem("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a folder with tokenizer.json)");
-  } else {  // the SentencePiece types
-    tokenizer_file(type, "--tokenizer-model", k.tokenizer_model);
   }
   if (k.vocab_size) positive("--vocab-size", "vocab_size", *k.vocab_size);
   if (k.padded_vocab_size) positive("--padded-vocab-size", "padded_vocab_size", *k.padded_vocab_size);

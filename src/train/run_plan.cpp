@@ -84,6 +84,7 @@ PrecisionPlan precision_plan(const PrecisionArgs& x) {
 
 RunPlan make_run_plan(const Arguments& args) {
   RunPlan plan;
+  plan.arguments = nlohmann::json::parse(to_json(args));
   const ParallelArgs& p = args.parallel;
   plan.parallel = parallel::ParallelConfig{p.world_size,
                                            p.tensor_model_parallel_size,
@@ -103,15 +104,7 @@ RunPlan make_run_plan(const Arguments& args) {
   plan.ddp.grad_in_fp32 = plan.precision.grad_in_fp32;
   plan.model = model_config(args);
   plan.vocab = vocab_plan(args);
-  plan.tokenizer.type = args.tokenizer.tokenizer_type.value_or("GPT2BPETokenizer");
-  plan.tokenizer.vocab_file = args.tokenizer.vocab_file.value_or("");
-  plan.tokenizer.merge_file = args.tokenizer.merge_file.value_or("");
-  plan.tokenizer.vocab_size = args.tokenizer.vocab_size.value_or(0);
-  plan.tokenizer.tokenizer_model = args.tokenizer.tokenizer_model.value_or("");
-  plan.tokenizer.vocab_extra_ids = args.tokenizer.vocab_extra_ids;
-  plan.tokenizer.tiktoken_pattern = args.tokenizer.tiktoken_pattern.value_or("");
-  plan.tokenizer.tiktoken_num_special_tokens = args.tokenizer.tiktoken_num_special_tokens;
-  plan.tokenizer.tiktoken_special_tokens = args.tokenizer.tiktoken_special_tokens.value_or(std::vector<std::string>{});
+  plan.tokenizer = tokenizer::TokenizerOptions::from_json(plan.arguments);
   plan.data = data_plan(args);
   plan.adam = optim::AdamWConfig{args.optimizer.adam_beta1, args.optimizer.adam_beta2, args.optimizer.adam_eps};
   plan.scheduler = scheduler_config(args);
@@ -170,7 +163,6 @@ RunPlan make_run_plan(const Arguments& args) {
   }
 
   plan.argument_dump = format_argument_dump(args);
-  plan.arguments = nlohmann::json::parse(to_json(args));
   return plan;
 }
 

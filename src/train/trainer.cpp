@@ -115,7 +115,7 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   if (plan_.checkpoint.save && comm_.rank() == 0) save_lock_ = take_save_folder(*plan_.checkpoint.save, out_);
   for (const auto& line : startup_messages) log_.line(line);
   out_ << plan_.argument_dump;
-  out_ << "> building " << plan_.tokenizer.type << " tokenizer ..." << std::endl;
+  out_ << "> building " << plan_.tokenizer.type_name() << " tokenizer ..." << std::endl;
   tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
   if (plan_.checkpoint.save && plan_.checkpoint.save_tokenizer_assets && comm_.rank() == 0) {
     tokenizer_files_ = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(plan_.tokenizer));

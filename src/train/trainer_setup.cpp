@@ -10,42 +10,21 @@
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/core/strings.h"
-#include "megatron/tokenizer/tiktoken_tokenizer.h"
 #include "trainer_parts.h"
 
 namespace megatron::train {
 
 namespace {
 
-// Megatron core_v0.12.0's unique_identifiers of the tokenizer (MegatronTokenizer.__init__): the
-// class name, the paths it was given, then its keyword arguments as str() gives them. They name the
-// dataset cache files, so they must be Megatron's for a run to share its caches.
+// The tokenizer's Megatron identity (TokenizerOptions::identity) as the dataset caches spell it.
 data::PyJson tokenizer_identifiers(const tokenizer::TokenizerOptions& o) {
+  const tokenizer::TokenizerIdentity identity = o.identity();
   auto id = data::PyJson::dict();
-  const auto paths = [&](std::initializer_list<data::PyJson> items) {
-    id.set("tokenizer_path", data::PyJson(data::PyJson::List(items)));
-  };
-  if (o.type == "GPT2BPETokenizer") {
-    id.set("class", "_GPT2BPETokenizer");
-    paths({o.vocab_file, o.merge_file});
-  } else if (o.type == "NullTokenizer") {
-    id.set("class", "_NullTokenizer");
-    paths({});
-  } else if (o.type == "HuggingFaceTokenizer") {
-    id.set("class", "_HuggingFaceTokenizer");
-    paths({o.tokenizer_model});
-  } else if (o.type == "TikTokenizer") {
-    id.set("class", "CustomTikTokenizer");
-    paths({o.tokenizer_model});
-    id.set("pattern", std::string(tokenizer::tiktoken_pattern_regex(tokenizer::parse_tiktoken_pattern(o.tiktoken_pattern))));
-    id.set("vocab_size", o.vocab_size > 0 ? std::to_string(o.vocab_size) : "None");
-    id.set("num_special_tokens", std::to_string(o.tiktoken_num_special_tokens));
-    id.set("special_tokens", o.tiktoken_special_tokens.empty() ? "None" : python_list_str(o.tiktoken_special_tokens));
-  } else {  // the SentencePiece types; only SentencePieceTokenizer passes --vocab-extra-ids on
-    id.set("class", "_" + o.type);
-    paths({o.tokenizer_model});
-    id.set("vocab_extra_ids", std::to_string(o.type == "SentencePieceTokenizer" ? o.vocab_extra_ids : 0));
-  }
+  id.set("class", identity.class_name);
+  data::PyJson::List paths;
+  for (const std::string& path : identity.paths) paths.emplace_back(path);
+  id.set("tokenizer_path", data::PyJson(std::move(paths)));
+  for (const auto& [name, value] : identity.arguments) id.set(name, value);
   return id;
 }
 

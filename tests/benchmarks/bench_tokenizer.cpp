@@ -21,16 +21,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> gpt2_files;  // VOCAB.json MERGES.txt, the older positional form
   double min_mb = 100;
   int repeats = 3;
-  megatron::tokenizer::TokenizerOptions options;
+  megatron::tokenizer::TokenizerFlags flags;
   app.add_option("corpus", corpus, "jsonl corpus")->required();
   app.add_option("gpt2_files", gpt2_files, "GPT-2 vocab.json and merges.txt")->expected(0, 2);
   app.add_option("--min-mb", min_mb, "MB of text per run")->capture_default_str();
   app.add_option("--repeats", repeats, "runs (the best is reported)")->capture_default_str();
-  megatron::tokenizer::add_tokenizer_flags(app, options);
+  megatron::tokenizer::add_tokenizer_flags(app, flags);
   CLI11_PARSE(app, argc, argv);
   if (gpt2_files.size() == 2) {
-    options.vocab_file = gpt2_files[0];
-    options.merge_file = gpt2_files[1];
+    flags.given.vocab_file = gpt2_files[0];
+    flags.given.merge_file = gpt2_files[1];
   }
   try {
     std::vector<std::string> texts;
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       }
       corpus_bytes += texts.back().size();
     }
-    const auto tokenizer = megatron::tokenizer::build_tokenizer(options);
+    const auto tokenizer = megatron::tokenizer::build_tokenizer(flags.options());
     std::printf("corpus: %s, %zu texts, %.2f MB of text; target %.0f MB per run\n", corpus.c_str(),
                 texts.size(), corpus_bytes / 1e6, min_mb);
     double best = 0;

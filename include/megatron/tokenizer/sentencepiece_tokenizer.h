@@ -43,11 +43,8 @@
 
 namespace megatron::tokenizer {
 
-// "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer".
-const std::vector<std::string>& sentencepiece_tokenizer_types();
-bool is_sentencepiece_tokenizer_type(std::string_view type);
-
-// Loads `model_path` as the tokenizer `type` (one of the names above); `vocab_extra_ids` (>= 0)
+// Loads `model_path` as the tokenizer `type` ("SentencePieceTokenizer", "GPTSentencePieceTokenizer"
+// or "Llama2Tokenizer": is_sentencepiece); `vocab_extra_ids` (>= 0)
 // matters to SentencePieceTokenizer only, as in Megatron. Throws megatron::Error naming the file
 // and --tokenizer-model when the file is missing, unreadable or not a SentencePiece model.
 std::unique_ptr<Tokenizer> make_sentencepiece_tokenizer(std::string_view type, const std::string& model_path,

@@ -3,13 +3,18 @@
 // threads; each thread encodes through its own Encoder (which may cache).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "megatron/core/enum_names.h"
 
 namespace megatron::tokenizer {
 
@@ -58,9 +63,43 @@ class TextStream {
   std::size_t emitted_ = 0;  // bytes of the decode already returned
 };
 
+// Megatron's --tokenizer-type values this build implements, spelt as Megatron spells them (the
+// flag parsers, the argument dump and saved runs read this one table).
+enum class TokenizerType { kGpt2Bpe, kHuggingFace, kTikToken, kNull, kSentencePiece, kGptSentencePiece, kLlama2 };
+inline constexpr std::array<EnumName<TokenizerType>, 7> kTokenizerTypeNames{{
+    {TokenizerType::kGpt2Bpe, "GPT2BPETokenizer"},
+    {TokenizerType::kHuggingFace, "HuggingFaceTokenizer"},
+    {TokenizerType::kTikToken, "TikTokenizer"},
+    {TokenizerType::kNull, "NullTokenizer"},
+    {TokenizerType::kSentencePiece, "SentencePieceTokenizer"},
+    {TokenizerType::kGptSentencePiece, "GPTSentencePieceTokenizer"},
+    {TokenizerType::kLlama2, "Llama2Tokenizer"}}};
+inline std::span<const EnumName<TokenizerType>> enum_names(TokenizerType) { return kTokenizerTypeNames; }
+// Every --tokenizer-type Megatron's argparse accepts, in its order ("invalid choice" lists them);
+// those outside kTokenizerTypeNames are "not implemented yet" here.
+inline constexpr std::string_view kMegatronTokenizerTypes[] = {
+    "BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
+    "GPTSentencePieceTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer",
+    "NullTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"};
+
+// The type spelt `name`; throws megatron::Error saying whether it is a Megatron type this build
+// does not implement yet or no Megatron type at all, listing the supported ones.
+TokenizerType parse_tokenizer_type(std::string_view name);
+// SentencePieceTokenizer, GPTSentencePieceTokenizer and Llama2Tokenizer: a SentencePiece .model.
+bool is_sentencepiece(TokenizerType type);
+
+// Megatron's tokenizer class name and arguments, as core_v0.12.0's MegatronTokenizer records them
+// (unique_identifiers): the class, the paths it was given, then its keyword arguments as Python's
+// str() prints them. They name the dataset index caches, so a run shares Megatron's caches.
+struct TokenizerIdentity {
+  std::string class_name;
+  std::vector<std::string> paths;
+  std::vector<std::pair<std::string, std::string>> arguments;  // (name, str(value)), in order
+};
+
 // Megatron's tokenizer flags (spec 6.8) that the implemented types read.
 struct TokenizerOptions {
-  std::string type = "GPT2BPETokenizer";
+  TokenizerType type = TokenizerType::kGpt2Bpe;
   std::string vocab_file;
   std::string merge_file;
   std::int64_t vocab_size = 0;  // --vocab-size: NullTokenizer's size; TikTokenizer's cut (0: 131072)
@@ -69,17 +108,38 @@ struct TokenizerOptions {
   std::string tiktoken_pattern;  // --tiktoken-pattern v1|v2 (TikTokenizer needs it)
   std::int64_t tiktoken_num_special_tokens = 1000;
   std::vector<std::string> tiktoken_special_tokens;  // empty: <unk> <s> </s>
+
+  std::string_view type_name() const { return enum_name(type); }
+  // Which flags name the tokenizer's files: --vocab-file and --merge-file (GPT-2), none
+  // (NullTokenizer), else --tokenizer-model.
+  bool reads_vocab_and_merges() const { return type == TokenizerType::kGpt2Bpe; }
+  bool reads_no_files() const { return type == TokenizerType::kNull; }
+  // Whether the flags name its files (a NullTokenizer needs none).
+  bool names_files() const;
+  // Every file the options name exists (the tokenizer can be built from them).
+  bool files_exist() const;
+  // For messages: "--vocab-file V --merge-file M", "--tokenizer-type NullTokenizer --vocab-size N",
+  // "--tokenizer-type T --tokenizer-model P".
+  std::string describe() const;
+  // The flags that choose this tokenizer on megatron_train's (or preprocess_data's) command line:
+  // --tokenizer-type, its files or size, --vocab-extra-ids and TikTokenizer's settings.
+  std::vector<std::string> flags() const;
+  TokenizerIdentity identity() const;
+  // Under Megatron's argument names (tokenizer_type, vocab_file, ...), as a run's saved arguments
+  // hold them; reading takes any object that has them: an absent key, None or a value of another
+  // type keeps the default (the type GPT2BPETokenizer); an unknown type name throws.
+  nlohmann::json to_json() const;
+  static TokenizerOptions from_json(const nlohmann::json& arguments);
 };
 
 // Megatron's NullTokenizer (current behaviour): text is whitespace-separated integer ids;
 // vocab_size = --vocab-size, EOD = vocab_size - 1. For mock data and pre-tokenized corpora.
 std::unique_ptr<Tokenizer> make_null_tokenizer(std::int64_t vocab_size);
 
-// The --tokenizer-type names this build implements.
+// The --tokenizer-type names this build implements (kTokenizerTypeNames).
 std::vector<std::string> supported_tokenizer_types();
 
-// Builds the tokenizer; throws megatron::Error naming the flag or file that is wrong, and says so
-// when the type is a Megatron type this project does not implement yet.
+// Builds the tokenizer; throws megatron::Error naming the flag or file that is wrong.
 std::unique_ptr<Tokenizer> build_tokenizer(const TokenizerOptions& options);
 
 }  // namespace megatron::tokenizer

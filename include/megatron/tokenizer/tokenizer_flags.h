@@ -8,8 +8,23 @@
 
 namespace megatron::tokenizer {
 
-inline void add_tokenizer_flags(CLI::App& app, TokenizerOptions& o) {
-  app.add_option("--tokenizer-type", o.type,
+// The flags as a tool's command line gives them: the type as its text, checked where the tool
+// builds its tokenizer (options()), so that a bad --tokenizer-type is reported with the tool's
+// other problems.
+struct TokenizerFlags {
+  std::string type{enum_name(TokenizerType::kGpt2Bpe)};
+  TokenizerOptions given;  // every field but the type
+  // `given` with the type; throws naming an unknown or unimplemented --tokenizer-type.
+  TokenizerOptions options() const {
+    TokenizerOptions o = given;
+    o.type = parse_tokenizer_type(type);
+    return o;
+  }
+};
+
+inline void add_tokenizer_flags(CLI::App& app, TokenizerFlags& flags) {
+  TokenizerOptions& o = flags.given;
+  app.add_option("--tokenizer-type", flags.type,
                  "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, "
                  "GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer")
       ->capture_default_str();

@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "megatron/model/model_config.h"     // the model's enums (no LibTorch)
+#include "megatron/model/model_config.h"
+#include "megatron/tokenizer/tokenizer.h"     // the model's enums (no LibTorch)
 #include "megatron/optim/param_scheduler.h"  // the scheduler's enums (a header without LibTorch)
 
 namespace megatron::train {
@@ -173,7 +174,7 @@ struct DataArgs {
 };
 
 struct TokenizerArgs {
-  std::optional<std::string> tokenizer_type;   // tokenizer::supported_tokenizer_types()
+  std::optional<tokenizer::TokenizerType> tokenizer_type;
   std::optional<std::string> vocab_file;
   std::optional<std::string> merge_file;
   std::optional<std::string> tokenizer_model;  // HuggingFace folder, SentencePiece .model, TikTokenizer .json

@@ -252,7 +252,7 @@ TEST(SentencePiece, ErrorsNameTheFileAndTheFlag) {
                 .find("--vocab-extra-ids 2147483648 is too large"),
             std::string::npos);
   TokenizerOptions options;
-  options.type = "GPTSentencePieceTokenizer";
+  options.type = TokenizerType::kGptSentencePiece;
   EXPECT_NE(error_of([&] { build_tokenizer(options); }).find("needs --tokenizer-model"), std::string::npos);
 
   const auto t = make_sentencepiece_tokenizer("SentencePieceTokenizer", model("unigram"));
@@ -267,7 +267,7 @@ TEST(SentencePiece, BuildTokenizerKnowsTheThreeTypes) {
   for (const char* type : {"SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer"}) {
     EXPECT_NE(std::find(types.begin(), types.end(), type), types.end()) << type;
     TokenizerOptions options;
-    options.type = type;
+    options.type = parse_tokenizer_type(type);
     options.tokenizer_model = model("unigram");
     options.vocab_extra_ids = 4;
     const auto t = build_tokenizer(options);
@@ -275,9 +275,7 @@ TEST(SentencePiece, BuildTokenizerKnowsTheThreeTypes) {
     // Only SentencePieceTokenizer takes the extra ids (and Megatron's four special tokens, the pad).
     EXPECT_EQ(t->vocab_size(), std::string(type) == "SentencePieceTokenizer" ? 3009u : 3000u) << type;
   }
-  TokenizerOptions bert;
-  bert.type = "BertWordPieceCase";
-  EXPECT_NE(error_of([&] { build_tokenizer(bert); }).find("supported: GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer, "
+  EXPECT_NE(error_of([&] { parse_tokenizer_type("BertWordPieceCase"); }).find("supported: GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, NullTokenizer, "
                                                           "SentencePieceTokenizer, GPTSentencePieceTokenizer, "
                                                           "Llama2Tokenizer"),
             std::string::npos);

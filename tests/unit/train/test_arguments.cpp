@@ -133,7 +133,7 @@ TEST(Arguments, InfersGpt2TokenizerFromVocabAndMergeFiles) {
   std::vector<std::string> messages;
   Args args = without(without(base(), "--tokenizer-type"), "--vocab-size");
   const Arguments a = parse_arguments(with(args, {"--vocab-file", vocab(), "--merge-file", merges()}), collecting(messages));
-  EXPECT_EQ(a.tokenizer.tokenizer_type, "GPT2BPETokenizer");
+  EXPECT_EQ(a.tokenizer.tokenizer_type, tokenizer::TokenizerType::kGpt2Bpe);
   EXPECT_NE(std::find(messages.begin(), messages.end(),
                       "WARNING: --tokenizer-type not given; using GPT2BPETokenizer for --vocab-file and --merge-file"),
             messages.end());

@@ -38,7 +38,7 @@ TEST(RunPlan, DerivesTheLayoutTheBatchesAndTheModel) {
   EXPECT_EQ(p.model.kv_channels, 16);
   EXPECT_EQ(p.model.padded_vocab_size, 0);  // known once the tokenizer is
   EXPECT_EQ(p.vocab.padded(100), 256);      // 128 x TP 2
-  EXPECT_EQ(p.tokenizer.type, "NullTokenizer");
+  EXPECT_EQ(p.tokenizer.type, tokenizer::TokenizerType::kNull);
   EXPECT_EQ(p.tokenizer.vocab_size, 100);
   EXPECT_EQ(p.data.counts.train_iters, 10);
   EXPECT_EQ(p.arguments.at("num_layers"), 8);

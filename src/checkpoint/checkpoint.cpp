@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "checkpoint_files.h"
@@ -224,7 +225,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
     try {
       // Every model-parallel shard must be in the folder this rank renames (a shared --save).
       const parallel::ParallelState& ps = *pc.state;
-      for (const std::string& shard : ps.checkpoint_shard_names()) {
+      for (const std::string& shard : ShardName::all(ps)) {
         MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
                        save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
                        save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "

@@ -6,6 +6,7 @@
 
 #include "checkpoint_files.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 
@@ -79,30 +80,17 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
                  "/ does not exist in ", root, "; restore that folder, or correct or remove the tracker");
   // mp_rank_TT, then up to two 3-digit numbers: the pipeline stage and the expert-parallel rank
   // (which one a single number is, the first shard's meta.json says).
-  struct Name {
-    int tp = -1;
-    std::vector<int> more;
-  };
-  std::vector<Name> names;
+  std::vector<ShardName::Numbers> names;
   std::string first;
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    Name n;
-    int used = 0;
-    if (std::sscanf(name.c_str(), "mp_rank_%2d%n", &n.tp, &used) != 1 || used != 10) continue;
-    std::size_t at = 10;
-    while (at < name.size() && n.more.size() < 2) {
-      int value = 0;
-      if (std::sscanf(name.c_str() + at, "_%3d%n", &value, &used) != 1 || used != 4) break;
-      n.more.push_back(value);
-      at += 4;
-    }
-    if (at != name.size()) continue;
-    names.push_back(n);
+    const auto numbers = ShardName::parse(name);
+    if (!numbers) continue;
+    names.push_back(*numbers);
     if (first.empty() || name < first) first = name;
   }
   int max_tp = -1;
-  for (const Name& n : names) max_tp = std::max(max_tp, n.tp);
+  for (const ShardName::Numbers& n : names) max_tp = std::max(max_tp, n.index);
   MEGATRON_CHECK(max_tp >= 0, "checkpoint ", folder, " has no mp_rank_* shard folders: it is partial or not a checkpoint");
   SavedLayout layout;
   layout.tp = max_tp + 1;
@@ -122,7 +110,7 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
     MEGATRON_FAIL(meta_path, ": corrupt checkpoint metadata (", e.what(), ")");
   }
   int max_pp = 0, max_ep = 0;
-  for (const Name& n : names) {
+  for (const ShardName::Numbers& n : names) {
     const bool has_ep = layout.ep > 1 && !n.more.empty();
     if (has_ep) max_ep = std::max(max_ep, n.more.back());
     if (n.more.size() > (has_ep ? 1u : 0u)) max_pp = std::max(max_pp, n.more.front());

@@ -16,6 +16,7 @@
 #include "megatron/checkpoint/reshard.h"
 
 #include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_state.h"
 
@@ -23,9 +24,6 @@ namespace megatron::checkpoint {
 namespace {
 
 constexpr const char* kLayers = "decoder.layers.";
-
-// "model<c>." when a stage has several chunks.
-std::string chunk_prefix(int chunk, int chunks) { return chunks > 1 ? "model" + std::to_string(chunk) + "." : ""; }
 
 using Where = StagePlace;  // name: as the saved stage names it
 
@@ -89,13 +87,7 @@ class Resharder {
  private:
   // The saved stage and name of a parameter this rank holds (its current name).
   Where locate(const std::string& name) {
-    int chunk = 0;
-    std::string rest = name;
-    if (target_.layout.chunks > 1) {
-      const auto dot = rest.find('.');
-      chunk = std::stoi(rest.substr(5, dot - 5));  // "model<c>."
-      rest = rest.substr(dot + 1);
-    }
+    auto [chunk, rest] = split_chunk_prefix(name, target_.layout.chunks);
     const parallel::PipelineLayout& from = saved_.layout;
     // A tied output layer saved without pipelining is the word embedding itself.
     if (rest == "output_layer.weight" && saved_.tied_embeddings && from.stages == 1) {
@@ -112,7 +104,7 @@ class Resharder {
 
   // Folder `index` of a stage and EP rank holds TP shard index % tp and expert-TP shard index % etp.
   std::string folder_name(int index, int stage, int ep_rank) const {
-    return parallel::ParallelState::checkpoint_shard_name(index, stage, saved_.layout.stages, ep_rank, saved_.ep);
+    return ShardName{index, stage, saved_.layout.stages, ep_rank, saved_.ep}.str();
   }
 
   const CheckpointState& shard(int index, int stage, int ep_rank) {
@@ -259,17 +251,6 @@ bool same_layer_split(const parallel::PipelineLayout& a, const parallel::Pipelin
   return true;
 }
 
-parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp) {
-  auto opt = [&](const char* key) -> std::optional<int> {
-    if (!config.contains(key) || config.at(key).is_null()) return std::nullopt;
-    return config.at(key).get<int>();
-  };
-  const int layers = config.at("num_layers").get<int>();
-  int chunks = opt("num_virtual_stages_per_pipeline_rank").value_or(1);
-  if (const auto per = opt("num_layers_per_virtual_pipeline_stage")) chunks = layers / pp / *per;
-  return {layers, pp, chunks, opt("decoder_first_pipeline_num_layers"), opt("decoder_last_pipeline_num_layers")};
-}
-
 void load_parameters(const NamedTensors& params, const NamedTensors& saved,
                      const std::string& where) {
   std::map<std::string, const at::Tensor*> by_name;
@@ -292,20 +273,6 @@ void load_parameters(const NamedTensors& params, const NamedTensors& saved,
   throw_if_problems("checkpoint " + where + " does not fit the model", problems, ProblemHeading::kList);
   at::NoGradGuard no_grad;
   for (const auto& [param, value] : copies) param->copy_(*value);
-}
-
-model::ModelConfig saved_model_config(const nlohmann::json& config, const std::string& where) {
-  MEGATRON_CHECK(config.is_object(), where, ": the checkpoint records no run configuration");
-  // Written before the "model" object: the saved arguments carry the same names, except for the
-  // query groups (given only with group_query_attention) and the resolved vocabulary.
-  MEGATRON_CHECK(config.contains("model") || (config.contains("num_layers") && config.contains("padded_vocab_size_resolved")),
-                 where, ": the saved run configuration describes no model");
-  try {
-    if (config.contains("model")) return model::ModelConfig::from_json(config.at("model"));
-    return model::ModelConfig::from_arguments(config);
-  } catch (const Error& e) {
-    MEGATRON_FAIL(where, ": ", e.what());
-  }
 }
 
 }  // namespace megatron::checkpoint

@@ -6,6 +6,8 @@
 #include "hf_family.h"
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
+#include "megatron/checkpoint/saved_run.h"
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/interop/huggingface.h"
@@ -198,19 +200,18 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
             mine.emplace_back("output_layer.weight", shard());
           }
         }
-        shards.emplace_back(parallel::ParallelState::checkpoint_shard_name(r, p, pp, e, ep), std::move(mine));
+        shards.emplace_back(checkpoint::ShardName{r, p, pp, e, ep}.str(), std::move(mine));
       }
     }
   }
   checkpoint::CheckpointState common;
   common.iteration = 0;
   // What --load and the single-process tools read: the model, its layer split, the tokenizer.
-  common.config = {{"model", config.to_json()},
-                   {"num_layers", config.num_layers},
-                   {"tensor_model_parallel_size", tp},
-                   {"pipeline_model_parallel_size", pp},
-                   {"expert_model_parallel_size", ep}};
-  common.config.update(tokenizer_options.to_json());
+  checkpoint::SavedRun run;
+  run.model = config;
+  run.pipeline = {config.num_layers, 1, std::nullopt, std::nullopt, std::nullopt};
+  run.tokenizer = tokenizer_options;
+  common.config = run.to_json();
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
   common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));
   checkpoint::save_model_shards(save_dir, common, shards, ep);

@@ -2,7 +2,6 @@
 #include "megatron/interop/loaded_model.h"
 
 #include <filesystem>
-#include <type_traits>
 
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
@@ -33,8 +32,9 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
                  ": the checkpoint records no run configuration");
   out.saved_tp = saved.tp;
   out.saved_pp = saved.pp;
-  out.run_config = saved.config;
-  out.config = checkpoint::saved_model_config(saved.config, checkpoint::iteration_folder(root, out.iteration));
+  const std::string folder = checkpoint::iteration_folder(root, out.iteration);
+  out.run = checkpoint::SavedRun::from_json(saved.config, folder);
+  out.config = out.run.model_config(folder);
   out.config.sequence_parallel = false;  // one process
   out.config.recompute_granularity = model::RecomputeGranularity::kNone;
 
@@ -49,38 +49,15 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   const auto layouts = out.model->checkpoint_layouts();
   const checkpoint::CheckpointState state =
       checkpoint::load_resharded(root, out.iteration,
-                                 {saved.tp, checkpoint::saved_pipeline_layout(saved.config, saved.pp), tied, saved.ep,
+                                 {saved.tp, out.run.pipeline.layout(saved.pp), tied, saved.ep,
                                   saved.etp},
                      {tensors, layouts, 0, 1, 0, one}, false);
   checkpoint::load_parameters(tensors, state.model, checkpoint::iteration_folder(root, out.iteration));
   return out;
 }
 
-namespace {
-
-// A key of the saved run's arguments, when it holds a value of type T.
-template <typename T>
-std::optional<T> saved_value(const nlohmann::json& run_config, const char* key) {
-  const auto it = run_config.find(key);
-  if (it == run_config.end()) return std::nullopt;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!it->is_string()) return std::nullopt;
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    if (!it->is_array()) return std::nullopt;
-  } else {
-    if (!it->is_number_integer()) return std::nullopt;
-  }
-  return it->get<T>();
-}
-
-}  // namespace
-
-tokenizer::TokenizerOptions saved_tokenizer_options(const nlohmann::json& run_config) {
-  return tokenizer::TokenizerOptions::from_json(run_config);
-}
-
 RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::TokenizerChoice& given) {
-  const tokenizer::TokenizerOptions recorded = saved_tokenizer_options(loaded.run_config);
+  const tokenizer::TokenizerOptions& recorded = loaded.run.tokenizer;
   const bool gpt2 = recorded.reads_vocab_and_merges(), null = recorded.reads_no_files();
   const bool names_files = recorded.names_files();
   const std::string trained_with = names_files || null ? recorded.describe() : "a tokenizer it does not name";
@@ -136,12 +113,9 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
   }
   // The recorded files are gone (or were never named): Megatron's padding of the trained
   // vocabulary (--make-vocab-size-divisible-by x TP) must give the model's rows from this one too.
-  const auto divisible_by = saved_value<std::int64_t>(loaded.run_config, "make_vocab_size_divisible_by");
-  const auto tp = saved_value<std::int64_t>(loaded.run_config, "tensor_model_parallel_size");
-  const bool padded_given = saved_value<std::int64_t>(loaded.run_config, "padded_vocab_size").has_value();
-  if (divisible_by && tp && *divisible_by > 0 && *tp > 0 && !padded_given) {
+  if (const auto& padding = loaded.run.vocab_padding) {
     const std::int64_t padded =
-        model::ModelConfig::padded_vocab_size_for(tokens, static_cast<int>(*divisible_by), static_cast<int>(*tp));
+        model::ModelConfig::padded_vocab_size_for(tokens, padding->divisible_by, padding->tp);
     MEGATRON_CHECK(padded == rows, out.source, " has ", tokens, " tokens, padded to ", padded,
                    " rows, but the model's vocabulary has ", rows, ": this checkpoint was trained with ", trained_with,
                    "; ", advice);

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <array>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "megatron/core/check.h"
@@ -173,14 +172,6 @@ RankGroups ParallelState::checkpoint_shard_groups() const {
   return groups;
 }
 
-std::vector<std::string> ParallelState::checkpoint_shard_names() const {
-  std::set<std::string> names;
-  for (const auto& [index, pp_rank, ep_rank] : checkpoint_shards_of_ranks()) {
-    names.insert(checkpoint_shard_name(index, pp_rank, config_.pp, ep_rank, config_.ep));
-  }
-  return {names.begin(), names.end()};
-}
-
 int ParallelState::checkpoint_shard_index() const {
   return config_.tp >= config_.expert_tp() ? tp_rank_ : expert_tp_rank_;
 }
@@ -191,25 +182,6 @@ int ParallelState::next_pipeline_rank() const {
 
 int ParallelState::prev_pipeline_rank() const {
   return pp_group_[static_cast<std::size_t>((pp_rank_ + config_.pp - 1) % config_.pp)];
-}
-
-std::string ParallelState::checkpoint_shard_name() const {
-  return checkpoint_shard_name(checkpoint_shard_index(), pp_rank_, config_.pp, ep_rank_, config_.ep);
-}
-
-std::string ParallelState::checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank, int ep) {
-  char buf[48];
-  if (pp == 1) {
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d", tp_rank);
-  } else {
-    std::snprintf(buf, sizeof(buf), "mp_rank_%02d_%03d", tp_rank, pp_rank);
-  }
-  std::string name = buf;
-  if (ep > 1) {
-    std::snprintf(buf, sizeof(buf), "_%03d", ep_rank);
-    name += buf;
-  }
-  return name;
 }
 
 std::uint64_t ParallelState::default_seed(std::uint64_t seed) const {

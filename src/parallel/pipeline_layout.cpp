@@ -2,6 +2,8 @@
 // interleaved pipelines.
 #include "megatron/parallel/pipeline_layout.h"
 
+#include <algorithm>
+
 #include "megatron/core/check.h"
 
 namespace megatron::parallel {
@@ -79,6 +81,13 @@ PipelineLayout::Range PipelineLayout::layers(int stage, int chunk) const {
   r.first = offset;
   r.count = count;
   return r;
+}
+
+int PipelineLayout::virtual_chunks(int num_layers, int pp, std::optional<int> virtual_stages,
+                                   std::optional<int> layers_per_virtual_stage) {
+  if (virtual_stages) return *virtual_stages;
+  if (layers_per_virtual_stage && *layers_per_virtual_stage > 0) return num_layers / std::max(1, pp) / *layers_per_virtual_stage;
+  return 1;
 }
 
 }  // namespace megatron::parallel

@@ -8,6 +8,8 @@
 
 #include "megatron/checkpoint/optimizer_state_piece.h"
 #include "megatron/checkpoint/reshard.h"
+#include "megatron/checkpoint/saved_run.h"
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"
@@ -59,7 +61,7 @@ void Checkpointer::save(const checkpoint::CheckpointState& state) {
   out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << state.iteration << " to "
        << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
   checkpoint::ShardWriter writer;
-  writer.shard = ps_.checkpoint_shard_name();
+  writer.shard = checkpoint::ShardName::of(ps_).str();
   writer.distributed_optimizer = distributed_optimizer_;
   // The ranks writing into one shard folder: DP x CP, or with experts the ranks that hold the same
   // experts and dense shard (the expert-data-parallel group when the experts' TP size is TP:
@@ -121,11 +123,11 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   out_ << " loading checkpoint from " << root << " at iteration " << *tracker << std::endl;
   // The layout first: a checkpoint of another TP size or layer split is resharded on the fly.
   const auto saved = checkpoint::read_layout(root, *tracker);
-  const parallel::PipelineLayout saved_split =
-      saved.config.is_null() ? target.layout : checkpoint::saved_pipeline_layout(saved.config, saved.pp);
+  const std::optional<checkpoint::SavedRun> run =
+      saved.config.is_null() ? std::nullopt : std::optional(checkpoint::SavedRun::from_json(saved.config, folder));
+  const parallel::PipelineLayout saved_split = run ? run->pipeline.layout(saved.pp) : target.layout;
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
-  const model::ModelConfig saved_model =
-      saved.config.is_null() ? target.model : checkpoint::saved_model_config(saved.config, folder);
+  const model::ModelConfig saved_model = run ? run->model_config(folder) : target.model;
   refuse_another_model(target.model, saved_model, folder);
   const bool reshard = saved.tp != ps_.tp() || saved.ep != ps_.ep() || saved.etp != ps_.expert_tp() ||
                        !checkpoint::same_layer_split(saved_split, target.layout);
@@ -159,12 +161,12 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
                                        load_optimizer);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
-    state = checkpoint::load_checkpoint(root, *tracker, ps_.checkpoint_shard_name(), load_optimizer,
+    state = checkpoint::load_checkpoint(root, *tracker, checkpoint::ShardName::of(ps_).str(), load_optimizer,
                                         !plan_.finetune && plan_.load_rng, target.optimizer_pieces);
     if (load_optimizer && saved.distributed_optimizer) add_sibling_optimizer_pieces(target, *tracker, state);
   }
-  refuse_another_model(target.model, checkpoint::saved_model_config(state.config, folder), folder);
-  checkpoint::load_parameters(target.params, state.model, folder + "/" + ps_.checkpoint_shard_name());
+  refuse_another_model(target.model, checkpoint::SavedRun::from_json(state.config, folder).model_config(folder), folder);
+  checkpoint::load_parameters(target.params, state.model, folder + "/" + checkpoint::ShardName::of(ps_).str());
   return state;
 }
 
@@ -180,7 +182,7 @@ void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::i
     if (target.layouts[i].expert_parallel) expert_params.insert(target.params[i].first);
   }
   const int folders = ps_.checkpoint_shards();
-  const auto all = ps_.checkpoint_shard_names();
+  const auto all = checkpoint::ShardName::all(ps_);
   const std::set<std::string> names(all.begin(), all.end());
   for (int e = 0; e < ps_.ep(); ++e) {
     for (int t = 0; t < folders; ++t) {
@@ -193,7 +195,7 @@ void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::i
         if ((piece && expert_params.contains(piece->param)) ? !experts : !dense) return false;
         return !target.optimizer_pieces || target.optimizer_pieces(name, numel);
       };
-      const std::string shard = parallel::ParallelState::checkpoint_shard_name(t, ps_.pp_rank(), ps_.pp(), e, ps_.ep());
+      const std::string shard = checkpoint::ShardName{t, ps_.pp_rank(), ps_.pp(), e, ps_.ep()}.str();
       if (!names.contains(shard)) continue;  // no rank of the grid has these coordinates
       auto other = checkpoint::load_checkpoint(*plan_.load, iteration, shard, true, false, mine, /*load_model=*/false);
       for (auto& part : other.optimizer_parts) state.optimizer_parts.push_back(std::move(part));
@@ -218,7 +220,7 @@ void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64
     const std::string folder = checkpoint::iteration_folder(root, *tracker);
     model::ModelConfig saved;
     try {
-      saved = checkpoint::saved_model_config(checkpoint::read_layout(root, *tracker).config, folder);
+      saved = checkpoint::SavedRun::from_json(checkpoint::read_layout(root, *tracker).config, folder).model_config(folder);
     } catch (const Error& e) {
       log_.warning(str_cat(held, ", whose model cannot be read (", e.what(), "); this run's saves will replace them"));
       return;

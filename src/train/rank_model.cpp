@@ -4,6 +4,7 @@
 #include <ostream>
 #include <string>
 
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/model/transformer_layer.h"
 #include "megatron/parallel/parameter_init.h"
 #include "megatron/train/theoretical_memory.h"
@@ -23,7 +24,7 @@ RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config
     const model::StageSpec stage{range.first, range.count, ps.is_first_stage() && c == 0,
                                  ps.is_last_stage() && c == chunks - 1};
     m.chunks.push_back(std::make_unique<model::GptModel>(config, pc, init, stage, options));
-    const std::string prefix = chunks > 1 ? "model" + std::to_string(c) + "." : "";
+    const std::string prefix = checkpoint::chunk_prefix(c, chunks);
     const model::GptModel& chunk = *m.chunks.back();
     for (const auto& [name, t] : chunk.named_parameters()) m.params.emplace_back(prefix + name, t);
     const auto& l = chunk.parameter_layouts();

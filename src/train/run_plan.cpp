@@ -32,9 +32,9 @@ optim::SchedulerConfig scheduler_config(const Arguments& args) {
 PipelinePlan pipeline_plan(const Arguments& args) {
   const ParallelArgs& p = args.parallel;
   PipelinePlan plan;
-  const int per_rank = args.model.num_layers / std::max(1, p.pipeline_model_parallel_size);
-  plan.chunks = p.num_virtual_stages_per_pipeline_rank.value_or(
-      p.num_layers_per_virtual_pipeline_stage ? per_rank / *p.num_layers_per_virtual_pipeline_stage : 1);
+  plan.chunks = parallel::PipelineLayout::virtual_chunks(args.model.num_layers, p.pipeline_model_parallel_size,
+                                                        p.num_virtual_stages_per_pipeline_rank,
+                                                        p.num_layers_per_virtual_pipeline_stage);
   plan.first_stage_layers = p.decoder_first_pipeline_num_layers;
   plan.last_stage_layers = p.decoder_last_pipeline_num_layers;
   plan.microbatch_group_size = p.microbatch_group_size_per_vp_stage.value_or(0);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <ostream>
 
+#include "megatron/checkpoint/saved_run.h"
 #include "megatron/core/check.h"
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
@@ -225,9 +226,14 @@ std::unique_ptr<IterationLogger> Trainer::make_logger() {
 }
 
 nlohmann::json Trainer::run_config() const {
-  nlohmann::json config = plan_.arguments;
-  config["model"] = model_config_.to_json();
-  return config;
+  checkpoint::SavedRun run;
+  run.model = model_config_;
+  run.pipeline = {model_config_.num_layers, plan_.pipeline.chunks, std::nullopt, plan_.pipeline.first_stage_layers,
+                  plan_.pipeline.last_stage_layers};
+  run.tokenizer = plan_.tokenizer;
+  if (!plan_.vocab.padded_vocab_size) run.vocab_padding = {plan_.vocab.make_vocab_size_divisible_by, plan_.vocab.tp};
+  run.arguments = plan_.arguments;
+  return run.to_json();
 }
 
 void Trainer::load_checkpoint() {

@@ -66,7 +66,7 @@ struct CheckpointState {
 // is TP): dense parameters are in every EP rank's folder, its experts only in its own, and the
 // distributed optimizer's shards spread over the files of every folder holding the same tensors.
 struct ShardWriter {
-  std::string shard = "mp_rank_00";  // ParallelState::checkpoint_shard_name()
+  std::string shard = "mp_rank_00";  // ShardName::of(the rank's ParallelState)
   bool model = true;                 // model, RNG and meta.json: rank 0 of `group`
   // Optimizer state: with the distributed optimizer every rank of `group` writes its own file;
   // otherwise only the model writer writes optimizer.safetensors.

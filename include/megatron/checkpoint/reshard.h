@@ -1,9 +1,7 @@
 // Loading a checkpoint saved in another tensor x pipeline x expert layout: each parameter a rank
 // holds now is found where the saved layout put it (stage, chunk, stage-local name), its saved TP
 // shards are joined (for expert weights the expert-TP shards of each EP rank's block of experts,
-// then the blocks) and this rank's shard is cut; the optimizer's fp32 state likewise. Also what a saved run
-// configuration says of the model and its layer split, for the trainer's resume and for tools
-// that load a checkpoint into one process.
+// then the blocks) and this rank's shard is cut; the optimizer's fp32 state likewise.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,7 +22,7 @@ void load_parameters(const NamedTensors& params, const NamedTensors& saved, cons
 // Resharding a checkpoint saved in another TP x PP layout: what was saved ...
 struct ReshardSource {
   int tp = 1;
-  parallel::PipelineLayout layout;  // the saved layer split (saved_pipeline_layout)
+  parallel::PipelineLayout layout;  // the saved layer split (SavedRun::pipeline)
   bool tied_embeddings = true;      // the output layer is the word embedding
   int ep = 1;                       // expert-parallel size: each EP rank's folders hold its experts
   int etp = 0;                      // the experts' TP size (0: tp); max(tp, etp) folders per stage and EP rank
@@ -57,14 +55,7 @@ struct StagePlace {
   std::string name;
 };
 StagePlace stage_place(const std::string& full_name, const parallel::PipelineLayout& layout);
-// The layer split a saved run configuration used, at pipeline size `pp` (its mp_rank folders).
-parallel::PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp);
 // Whether two splits put the same layers in the same stages and chunks (however the flags said it).
 bool same_layer_split(const parallel::PipelineLayout& a, const parallel::PipelineLayout& b);
-
-// The model a checkpoint's saved run configuration describes: its "model" object, or for
-// checkpoints written before it existed, the same fields among the saved arguments. Throws
-// megatron::Error naming `where` when neither is there.
-model::ModelConfig saved_model_config(const nlohmann::json& config, const std::string& where);
 
 }  // namespace megatron::checkpoint

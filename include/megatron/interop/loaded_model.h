@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "megatron/checkpoint/saved_run.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/parallel/parallel_context.h"
@@ -21,7 +21,7 @@ namespace megatron::interop {
 struct LoadedModel {
   std::string root;
   std::int64_t iteration = 0;
-  nlohmann::json run_config;       // the saved run's configuration (its arguments, "model")
+  checkpoint::SavedRun run;  // what the checkpoint records of the run that wrote it
   model::ModelConfig config;
   int saved_tp = 1;
   int saved_pp = 1;
@@ -42,9 +42,6 @@ struct RunTokenizer {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::string source;  // for messages: "the checkpoint's copy in DIR", or the flags that name the files
 };
-
-// The type and options the saved run's arguments record (GPT2BPETokenizer when it names none).
-tokenizer::TokenizerOptions saved_tokenizer_options(const nlohmann::json& run_config);
 
 // The tokenizer of a loaded run, of the type it was trained with: the files `given` names, else the
 // copies the checkpoint carries (iter_XXXXXXX/tokenizer/), else the files the saved run named.

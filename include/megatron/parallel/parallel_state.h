@@ -95,24 +95,16 @@ class ParallelState {
   int next_pipeline_rank() const;  // cyclic neighbours in the pp group
   int prev_pipeline_rank() const;
 
-  // Legacy checkpoint shard folder: mp_rank_TT, or mp_rank_TT_PPP when pp > 1, then _EEE (the
-  // expert-parallel rank) when ep > 1. TT is the checkpoint shard index: the TP rank, or where the
-  // experts are split finer than the dense layers (expert TP > TP) the expert TP rank, so that the
-  // folders hold every dense shard and every expert shard (this build's rule: Megatron writes
-  // such layouts only in its distributed format).
-  std::string checkpoint_shard_name() const;
+  // The checkpoint shard index (checkpoint::ShardName names the folders): the TP rank, or where
+  // the experts are split finer than the dense layers (expert TP > TP) the expert TP rank.
   int checkpoint_shard_index() const;
   // The ranks that share this rank's checkpoint folder (ascending; rank 0 of it writes the model),
   // and those groups for the whole world: the same shard index, pipeline stage and EP rank. With
   // expert TP = TP this is the expert-data-parallel group.
   const std::vector<int>& checkpoint_shard_group() const { return checkpoint_shard_group_; }
   RankGroups checkpoint_shard_groups() const;
-  // The folder names of the whole world (sorted): which (shard index, EP rank) pairs occur depends
-  // on the grid (TP 2 with expert TP 1 and EP 2 on two ranks: mp_rank_00_000 and mp_rank_01_001).
-  std::vector<std::string> checkpoint_shard_names() const;
-  // The same for any TP and PP rank of a layout with `pp` stages; with `ep` > 1 Megatron's
-  // expert suffix follows: mp_rank_TT[_PPP]_EEE.
-  static std::string checkpoint_shard_name(int tp_rank, int pp_rank, int pp, int ep_rank = 0, int ep = 1);
+  // Every rank's (shard index, pipeline rank, EP rank).
+  std::vector<std::array<int, 3>> checkpoint_shards_of_ranks() const;
 
   // Seeds (spec 8): the default generator's seed = seed + 100 * pp_rank; the model-parallel
   // tracker's = that + 2718 + tp_rank.
@@ -122,9 +114,6 @@ class ParallelState {
   std::uint64_t expert_parallel_seed(std::uint64_t seed) const;
 
  private:
-  // Every rank's (shard index, pipeline rank, EP rank).
-  std::vector<std::array<int, 3>> checkpoint_shards_of_ranks() const;
-
   ParallelConfig config_;
   int rank_;
   int tp_rank_ = 0, pp_rank_ = 0, dp_rank_ = 0, cp_rank_ = 0;

@@ -27,6 +27,11 @@ struct PipelineLayout {
     int count = 0;
   };
   Range layers(int stage, int chunk) const;
+  // Chunks per pipeline rank from Megatron's two spellings of virtual stages: their count
+  // (--num-virtual-stages-per-pipeline-rank), else layers per virtual stage
+  // (--num-layers-per-virtual-pipeline-stage: num_layers / pp / it), else one.
+  static int virtual_chunks(int num_layers, int pp, std::optional<int> virtual_stages,
+                            std::optional<int> layers_per_virtual_stage);
 };
 
 }  // namespace megatron::parallel

@@ -10,6 +10,7 @@
 
 #include "megatron/checkpoint/async_saver.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/saved_run.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/parallel/communicator.h"
 #include "megatron/core/check.h"
@@ -340,6 +341,11 @@ TEST(Retention, CountsIterationsPastSevenDigits) {
   EXPECT_EQ(iteration_folders(root), (std::vector<std::string>{"iter_10000000", "iter_10000001"}));
 }
 
+// The model a saved run configuration describes (the typed record's reader).
+model::ModelConfig saved_model_config(const nlohmann::json& config, const std::string& where) {
+  return SavedRun::from_json(config, where).model_config(where);
+}
+
 // A run configuration saved before it carried a "model" object: the saved arguments under
 // Megatron's names give the same model.
 TEST(SavedRun, ModelConfigComesFromTheModelObjectOrOlderSavedArguments) {
@@ -363,7 +369,7 @@ TEST(SavedRun, ModelConfigComesFromTheModelObjectOrOlderSavedArguments) {
   other.hidden_size = 96;
   current["model"] = other.to_json();
   EXPECT_EQ(saved_model_config(current, "x").hidden_size, 96);
-  expect_contains(error_of([] { saved_model_config({{"lr", 0.1}}, "iter_0000010"); }),
+  expect_contains(error_of([] { saved_model_config(nlohmann::json{{"lr", 0.1}}, "iter_0000010"); }),
                   {"iter_0000010: the saved run configuration describes no model"});
   expect_contains(error_of([&] {
                     nlohmann::json bad = legacy;
@@ -371,6 +377,47 @@ TEST(SavedRun, ModelConfigComesFromTheModelObjectOrOlderSavedArguments) {
                     saved_model_config(bad, "iter_0000010");
                   }),
                   {"iter_0000010: model configuration: 'swiglu' is \"yes\""});
+}
+
+// The typed record: what the trainer and the importer write reads back whole, the arguments kept
+// beside it; an older record's arguments give the same split, tokenizer and padding.
+TEST(SavedRun, TypedRecordRoundTripsAndOlderArgumentsReadTheSame) {
+  SavedRun run;
+  model::ModelConfig m;
+  m.num_layers = 8;
+  m.hidden_size = 96;
+  run.model = m;
+  run.pipeline = {8, 2, std::nullopt, 3, std::nullopt};
+  run.tokenizer.type = tokenizer::TokenizerType::kSentencePiece;
+  run.tokenizer.tokenizer_model = "/data/tok.model";
+  run.tokenizer.vocab_extra_ids = 3;
+  run.vocab_padding = VocabPadding{64, 2};
+  run.arguments = {{"lr", 0.5}};
+  const SavedRun back = SavedRun::from_json(run.to_json(), "x");
+  EXPECT_EQ(back.model_config("x").hidden_size, 96);
+  EXPECT_EQ(back.pipeline.layout(2).chunks, 2);
+  EXPECT_EQ(back.pipeline.first_stage_layers, 3);
+  EXPECT_EQ(back.tokenizer.type, tokenizer::TokenizerType::kSentencePiece);
+  EXPECT_EQ(back.tokenizer.vocab_extra_ids, 3);
+  ASSERT_TRUE(back.vocab_padding.has_value());
+  EXPECT_EQ(back.vocab_padding->divisible_by, 64);
+  EXPECT_EQ(back.vocab_padding->tp, 2);
+  EXPECT_EQ(back.arguments, (nlohmann::json{{"lr", 0.5}}));
+  EXPECT_EQ(run.to_json().at("lr"), 0.5);  // the arguments stay at the top, under Megatron's names
+
+  const nlohmann::json older = {{"num_layers", 8}, {"pipeline_model_parallel_size", 2},
+                                {"num_layers_per_virtual_pipeline_stage", 2}, {"tokenizer_type", "SentencePieceTokenizer"},
+                                {"tokenizer_model", "/data/tok.model"}, {"vocab_extra_ids", 3},
+                                {"make_vocab_size_divisible_by", 64}, {"tensor_model_parallel_size", 2},
+                                {"padded_vocab_size", nullptr}, {"model", m.to_json()}};
+  const SavedRun legacy = SavedRun::from_json(older, "x");
+  EXPECT_EQ(legacy.pipeline.layout(2).chunks, 2);  // 8 layers / 2 stages / 2 per chunk
+  EXPECT_EQ(legacy.tokenizer.to_json(), back.tokenizer.to_json());
+  ASSERT_TRUE(legacy.vocab_padding.has_value());
+  EXPECT_EQ(legacy.vocab_padding->divisible_by, 64);
+  nlohmann::json given = older;
+  given["padded_vocab_size"] = 50304;  // --padded-vocab-size: no padding rule to check against
+  EXPECT_FALSE(SavedRun::from_json(given, "x").vocab_padding.has_value());
 }
 
 }  // namespace

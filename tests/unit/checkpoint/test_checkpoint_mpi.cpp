@@ -12,6 +12,7 @@
 #include <string>
 
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_context.h"
 #include "mpi_test_support.h"
@@ -67,7 +68,7 @@ CheckpointState rank_state(const ParallelContext& pc) {
 
 ShardWriter rank_writer(const ParallelContext& pc) {
   ShardWriter w;
-  w.shard = pc.state->checkpoint_shard_name();
+  w.shard = ShardName::of(*pc.state).str();
   w.model = pc.state->dp_rank() == 0;
   w.distributed_optimizer = true;
   w.dp_rank = pc.state->dp_rank();
@@ -86,7 +87,7 @@ TEST(CheckpointMpi, EveryRanksFilesAreCommittedTogether) {
   EXPECT_EQ(layout.tp, 2);
   EXPECT_EQ(layout.dp, pc.state->dp());
   EXPECT_TRUE(layout.distributed_optimizer);
-  const CheckpointState back = load_checkpoint(root, 7, pc.state->checkpoint_shard_name(), true, true);
+  const CheckpointState back = load_checkpoint(root, 7, ShardName::of(*pc.state).str(), true, true);
   ASSERT_EQ(back.optimizer_parts.size(), static_cast<std::size_t>(pc.state->dp()));
   for (const auto& part : back.optimizer_parts) {
     ASSERT_EQ(part.size(), 1u);
@@ -97,7 +98,7 @@ TEST(CheckpointMpi, EveryRanksFilesAreCommittedTogether) {
   }
   EXPECT_TRUE(at::equal(back.model[0].second, at::full({4}, static_cast<float>(pc.state->tp_rank()))));
   // Only the pieces a filter keeps are read.
-  const CheckpointState mine = load_checkpoint(root, 7, pc.state->checkpoint_shard_name(), true, false,
+  const CheckpointState mine = load_checkpoint(root, 7, ShardName::of(*pc.state).str(), true, false,
                                                [&](const std::string& name, std::int64_t) {
                                                  return name == str_cat("w/param/", pc.state->dp_rank());
                                                });

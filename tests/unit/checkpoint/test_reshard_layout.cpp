@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "megatron/checkpoint/reshard.h"
+#include "megatron/checkpoint/saved_run.h"
 #include "tensor_expect.h"
 #include "test_support.h"
 
@@ -67,6 +68,11 @@ TEST(StagePlace, ALayerBeyondTheModelIsAnError) {
   const PipelineLayout even{4, 2, 1, std::nullopt, std::nullopt};
   testing::expect_contains(testing::error_of([&] { stage_place("decoder.layers.4.mlp.linear_fc1.weight", even); }),
                            {"layer 4 is in no stage"});
+}
+
+// The layer split a saved run configuration records, at pipeline size `pp` (its folders').
+PipelineLayout saved_pipeline_layout(const nlohmann::json& config, int pp) {
+  return SavedRun::from_json(config, "iter_0000010").pipeline.layout(pp);
 }
 
 TEST(SavedPipelineLayout, ReadsTheSplitFlagsOfTheSavedRun) {

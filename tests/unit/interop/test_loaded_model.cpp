@@ -34,9 +34,10 @@ void write_small_tokenizer(const fs::path& vocab, const fs::path& merges) {
 // padded to 50304 rows); only the run configuration and the vocabulary rows are read here.
 LoadedModel trained_with(const std::string& vocab, const std::string& merges) {
   LoadedModel loaded;
-  loaded.run_config = {{"tokenizer_type", "GPT2BPETokenizer"}, {"vocab_file", vocab}, {"merge_file", merges},
-                       {"make_vocab_size_divisible_by", 128}, {"tensor_model_parallel_size", 1},
-                       {"padded_vocab_size", nullptr}};
+  loaded.run = checkpoint::SavedRun::from_json(
+      {{"tokenizer_type", "GPT2BPETokenizer"}, {"vocab_file", vocab}, {"merge_file", merges},
+       {"make_vocab_size_divisible_by", 128}, {"tensor_model_parallel_size", 1}, {"padded_vocab_size", nullptr}},
+      "iter_0000010");
   loaded.config.padded_vocab_size = 50304;
   return loaded;
 }
@@ -116,7 +117,8 @@ TEST(SavedRunTokenizer, RefusesFilesOfAnotherTokenizerType) {
                            {"--tokenizer-model names a tokenizer file", "trained with --vocab-file",
                             "give --vocab-file and --merge-file instead"});
   LoadedModel hf;
-  hf.run_config = {{"tokenizer_type", "HuggingFaceTokenizer"}, {"tokenizer_model", "/gone/llama3"}};
+  hf.run = checkpoint::SavedRun::from_json({{"tokenizer_type", "HuggingFaceTokenizer"}, {"tokenizer_model", "/gone/llama3"}},
+                                           "iter_0000010");
   hf.config.padded_vocab_size = 128256;
   testing::expect_contains(
       testing::error_of([&] { saved_run_tokenizer(hf, {testing::gpt2_vocab_file(), testing::gpt2_merges_file(), ""}); }),

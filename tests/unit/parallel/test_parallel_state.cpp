@@ -1,5 +1,5 @@
 // ParallelState against the worked example of spec section 8 (world 16, TP 2, PP 4): every
-// group in Megatron's creation order, every rank's coordinates, shard names and seeds.
+// group in Megatron's creation order, every rank's coordinates, checkpoint shards and seeds.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,7 +36,6 @@ TEST(ParallelState, CoordinatesFollowRankEqualsTpPlus2DpPlus4Pp) {
     EXPECT_EQ(ps.pp_rank(), rank / 4) << rank;
   }
   const ParallelState r5(config, 5);
-  EXPECT_EQ(r5.checkpoint_shard_name(), "mp_rank_01_001");
   EXPECT_EQ(r5.embedding_group(), (std::vector<int>{1, 13}));
   EXPECT_EQ(r5.next_pipeline_rank(), 9);
   EXPECT_EQ(r5.prev_pipeline_rank(), 1);
@@ -68,9 +67,6 @@ TEST(ParallelState, ExpertGridMatchesMegatronsExpertRankGenerator) {
   EXPECT_EQ(r5.expert_model_parallel_group(), (std::vector<int>{0, 1, 4, 5}));
   EXPECT_EQ(r5.ep_rank(), 1);
   EXPECT_EQ(r5.expert_dp_rank(), 0);
-  EXPECT_EQ(r5.checkpoint_shard_name(), "mp_rank_00_001_001");  // stage 1, EP rank 1 (Megatron's suffix)
-  EXPECT_EQ(ParallelState::checkpoint_shard_name(0, 1, 2), "mp_rank_00_001");
-  EXPECT_EQ(ParallelState::checkpoint_shard_name(1, 0, 1, 3, 4), "mp_rank_01_003");
   EXPECT_EQ(r5.expert_parallel_seed(1234), 1334u + 1024u + 100u);
   // TP 2 with ETP 1, EP 2 on 4 ranks: EP [0,1] [2,3], EDP [0,2] [1,3].
   ParallelConfig etp1{4, 2, 1, 1, false, 2, 1};
@@ -78,21 +74,15 @@ TEST(ParallelState, ExpertGridMatchesMegatronsExpertRankGenerator) {
   EXPECT_EQ(ParallelState(etp1, 1).expert_dp_group(), (std::vector<int>{1, 3}));
   // Checkpoint folders with the experts' TP size other than TP (this build's rule): one folder per
   // shard index (the TP rank, or the expert-TP rank where that is larger), stage and EP rank,
-  // written by the ranks sharing it.
-  EXPECT_EQ(ParallelState(etp1, 1).checkpoint_shard_name(), "mp_rank_01_001");  // dense TP 1, experts of EP 1
-  EXPECT_EQ(ParallelState(etp1, 2).checkpoint_shard_name(), "mp_rank_00_000");
+  // written by the ranks sharing it (their names: test_shard_name.cpp).
   EXPECT_EQ(ParallelState(etp1, 0).checkpoint_shard_groups(), (RankGroups{{0, 2}, {1, 3}}));
-  // Only the pairs the grid has: dense TP shard 1 is only with EP rank 1's experts.
-  EXPECT_EQ(ParallelState(etp1, 0).checkpoint_shard_names(), (std::vector<std::string>{"mp_rank_00_000", "mp_rank_01_001"}));
   const ParallelConfig tp2_etp1_ep1{4, 2, 1, 1, false, 1, 1};  // the experts whole on every rank
-  EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).checkpoint_shard_name(), "mp_rank_01");
   EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).checkpoint_shard_group(), (std::vector<int>{1, 3}));
   EXPECT_EQ(ParallelState(tp2_etp1_ep1, 3).expert_dp_group(), (std::vector<int>{0, 1, 2, 3}));
   const ParallelConfig tp1_etp2{4, 1, 1, 1, false, 1, 2};  // each expert split over two DP ranks
   const ParallelState r3(tp1_etp2, 3);
   EXPECT_EQ(r3.checkpoint_shards(), 2);
   EXPECT_EQ(r3.checkpoint_shard_index(), 1);
-  EXPECT_EQ(r3.checkpoint_shard_name(), "mp_rank_01");
   EXPECT_EQ(r3.checkpoint_shard_groups(), (RankGroups{{0, 2}, {1, 3}}));
   // With the experts' TP size TP the folder's writers are the expert-data-parallel group.
   for (const ParallelConfig& c : {ParallelConfig{8, 2, 2, 1, false, 2}, ParallelConfig{8, 1, 1, 2, false, 2},
@@ -118,7 +108,6 @@ TEST(ParallelState, SingleProcessIsItsOwnEverything) {
   EXPECT_EQ(ps.dp(), 1);
   EXPECT_TRUE(ps.is_first_stage());
   EXPECT_TRUE(ps.is_last_stage());
-  EXPECT_EQ(ps.checkpoint_shard_name(), "mp_rank_00");
   EXPECT_EQ(ps.embedding_group(), std::vector<int>{0});
 }
 

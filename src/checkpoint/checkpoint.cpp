@@ -168,14 +168,67 @@ void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
   }
 }
 
+namespace {
+
+// The model writer's meta.json: its files' digests and those of the optimizer files its group
+// wrote (`digests`: per group rank, whether it wrote one, its size, its CRC-32), each checked to be
+// in the folder as this rank sees it.
+void write_shard_meta(const SaveInProgress& save, const parallel::ProcessGroup& writers,
+                      const std::vector<std::int64_t>& digests, const parallel::ProcessGroup& world) {
+  const ShardWriter& writer = save.writer;
+  const fs::path dir = fs::path(save.temp_dir) / writer.shard;
+  nlohmann::json files = save.files;
+  for (int r = 0; r < writers.size(); ++r) {
+    if (digests[3 * r] == 0) continue;
+    ShardWriter other = writer;
+    other.dp_rank = r;
+    const std::string name = optimizer_file_name(other);
+    // A peer on another node wrote it into its own view of the folder: it must be here too.
+    std::error_code ec;
+    const auto size = fs::file_size(dir / name, ec);
+    MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
+                   save.iteration, ": ", writer.shard, "/", name, ", written by rank ",
+                   writers.ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(), " as rank ",
+                   world.ranks()[static_cast<std::size_t>(world.rank())],
+                   " sees it; --save must be a folder every rank sees (a shared file system)");
+    files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
+  }
+  nlohmann::json meta = save.meta;
+  meta["files"] = files;
+  write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+}
+
+// Rank 0, once every rank wrote its part: every shard folder there, the folder renamed into
+// place, then the tracker.
+void publish_save(SaveInProgress& save, const parallel::ParallelState& ps) {
+  // Every model-parallel shard must be in the folder this rank renames (a shared --save).
+  for (const std::string& shard : ShardName::all(ps)) {
+    MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
+                   save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ", save.temp_dir,
+                   " as rank 0 sees it; --save must be a folder every rank sees (a shared file system)");
+  }
+  fsync_folder(save.temp_dir);  // the shard folders' entries
+  // Out of the signal handler's reach before the rename: a signal from here on leaves the
+  // temporary (removed at the next start) rather than a handler emptying the folder as it
+  // becomes final.
+  save.temp->release();
+  publish_folder(save.temp_dir, save.final_dir);
+  fsync_parent_folder(save.final_dir);
+  // The tracker moves last, and not at all once a signal's cleanup has begun (it may have been
+  // removing this folder's files since before the release).
+  MEGATRON_CHECK(!megatron::detail::signal_cleanup_started(), "a signal arrived while checkpoint ", save.final_dir,
+                 " was committed; the tracker stays at the previous checkpoint");
+  write_text_atomically((fs::path(save.root) / kTrackerFile).string(), std::to_string(save.iteration));
+}
+
+}  // namespace
+
 void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
   parallel::Communicator& comm = *pc.comm;
   const parallel::ProcessGroup& world = *pc.world;
   const bool leader = world.rank() == 0;
   const ShardWriter& writer = save.writer;
-  const fs::path dir = fs::path(save.temp_dir) / writer.shard;
   std::string error = save.error;
-  nlohmann::json files = save.files;
 
   // The model writer of each shard collects the optimizer files' digests of its DP x CP group (the
   // distributed optimizer's shards).
@@ -186,24 +239,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
                                          writers, comm);
   if (writer.model && error.empty()) {
     try {
-      for (int r = 0; r < writers.size(); ++r) {
-        if (digests[3 * r] == 0) continue;
-        ShardWriter other = writer;
-        other.dp_rank = r;
-        const std::string name = optimizer_file_name(other);
-        // A peer on another node wrote it into its own view of the folder: it must be here too.
-        std::error_code ec;
-        const auto size = fs::file_size(dir / name, ec);
-        MEGATRON_CHECK(!ec && size == static_cast<std::uintmax_t>(digests[3 * r + 1]), "checkpoint save at iteration ",
-                       save.iteration, ": ", writer.shard, "/", name, ", written by rank ",
-                       writers.ranks()[static_cast<std::size_t>(r)], ", is not in ", dir.string(),
-                       " as rank ", world.ranks()[static_cast<std::size_t>(world.rank())],
-                       " sees it; --save must be a folder every rank sees (a shared file system)");
-        files[name] = {{"size", digests[3 * r + 1]}, {"crc32", digests[3 * r + 2]}};
-      }
-      nlohmann::json meta = save.meta;
-      meta["files"] = files;
-      write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+      write_shard_meta(save, writers, digests, world);
     } catch (const std::exception& e) {  // not only ours: every rank must reach the all-gather below
       error = e.what();
     }
@@ -223,26 +259,7 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
   }
   if (leader) {
     try {
-      // Every model-parallel shard must be in the folder this rank renames (a shared --save).
-      const parallel::ParallelState& ps = *pc.state;
-      for (const std::string& shard : ShardName::all(ps)) {
-        MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
-                       save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ",
-                       save.temp_dir, " as rank 0 sees it; --save must be a folder every rank sees (a shared "
-                       "file system)");
-      }
-      fsync_folder(save.temp_dir);  // the shard folders' entries
-      // Out of the signal handler's reach before the rename: a signal from here on leaves the
-      // temporary (removed at the next start) rather than a handler emptying the folder as it
-      // becomes final.
-      save.temp->release();
-      publish_folder(save.temp_dir, save.final_dir);
-      fsync_parent_folder(save.final_dir);
-      // The tracker moves last, and not at all once a signal's cleanup has begun (it may have
-      // been removing this folder's files since before the release).
-      MEGATRON_CHECK(!megatron::detail::signal_cleanup_started(), "a signal arrived while checkpoint ", save.final_dir,
-                     " was committed; the tracker stays at the previous checkpoint");
-      write_text_atomically((fs::path(save.root) / kTrackerFile).string(), std::to_string(save.iteration));
+      publish_save(save, *pc.state);
     } catch (const std::exception& e) {
       error = str_cat("cannot commit checkpoint ", save.final_dir, ": ", e.what());
       std::error_code ec;

@@ -15,13 +15,19 @@
 
 #include "megatron/checkpoint/reshard.h"
 
-#include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/optim/optimizer_state_piece.h"
 #include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/parallel_state.h"
 
 namespace megatron::checkpoint {
 namespace {
+
+using optim::kOptimizerStates;
+using optim::optimizer_state_name;
+using optim::OptimizerState;
+using optim::OptimizerStatePiece;
+using optim::parse_optimizer_state_piece;
 
 constexpr const char* kLayers = "decoder.layers.";
 

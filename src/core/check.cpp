@@ -2,11 +2,23 @@
 #include "megatron/core/check.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace megatron {
 
 void throw_error(std::string message) { throw Error(std::move(message)); }
+
+void report_error(const std::exception& e) noexcept {
+  std::fprintf(stderr, "megatron: error: %s\n", e.what());
+  std::fflush(stderr);
+}
+
+void abort_on_error(const std::exception& e) noexcept {
+  report_error(e);
+  std::abort();
+}
 
 void throw_if_problems(std::string_view context, const std::vector<std::string>& problems, ProblemHeading heading) {
   if (problems.empty()) return;

@@ -250,6 +250,38 @@ void JsonDocumentParser::parse_number() {
   }
 }
 
+void JsonDocumentParser::unicode_escape(std::size_t esc, bool text) {
+  const std::size_t n = line_.size();
+  auto read_hex4 = [&](std::size_t at) -> int {
+    if (at + 4 > n) return -1;
+    int v = 0;
+    for (std::size_t i = at; i < at + 4; ++i) {
+      const int h = hex_value(line_[i]);
+      if (h < 0) return -1;
+      v = v * 16 + h;
+    }
+    return v;
+  };
+  const int u = read_hex4(pos_);
+  if (u < 0) fail_at(esc + 1, "invalid \\uXXXX escape");  // at the 'u', as Python says
+  pos_ += 4;
+  char32_t cp = static_cast<char32_t>(u);
+  if (u >= 0xD800 && u <= 0xDBFF) {
+    const int low = (pos_ + 1 < n && line_[pos_] == '\\' && line_[pos_ + 1] == 'u') ? read_hex4(pos_ + 2) : -1;
+    if (low >= 0xDC00 && low <= 0xDFFF) {
+      pos_ += 6;
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(low) - 0xDC00);
+    } else {
+      lone_surrogate(esc, text);
+      cp = 0xFFFD;
+    }
+  } else if (u >= 0xDC00 && u <= 0xDFFF) {
+    lone_surrogate(esc, text);
+    cp = 0xFFFD;
+  }
+  tokenizer::append_utf8(arena_, cp);
+}
+
 JsonDocumentParser::Piece JsonDocumentParser::parse_string(bool text) {
   const std::size_t open = pos_++;  // at the opening quote
   const std::size_t begin = pos_;
@@ -295,37 +327,7 @@ JsonDocumentParser::Piece JsonDocumentParser::parse_string(bool text) {
       case 'n': arena_ += '\n'; break;
       case 'r': arena_ += '\r'; break;
       case 't': arena_ += '\t'; break;
-      case 'u': {
-        auto read_hex4 = [&](std::size_t at) -> int {
-          if (at + 4 > n) return -1;
-          int v = 0;
-          for (std::size_t i = at; i < at + 4; ++i) {
-            const int h = hex_value(line_[i]);
-            if (h < 0) return -1;
-            v = v * 16 + h;
-          }
-          return v;
-        };
-        const int u = read_hex4(pos_);
-        if (u < 0) fail_at(esc + 1, "invalid \\uXXXX escape");  // at the 'u', as Python says
-        pos_ += 4;
-        char32_t cp = static_cast<char32_t>(u);
-        if (u >= 0xD800 && u <= 0xDBFF) {
-          const int low = (pos_ + 1 < n && line_[pos_] == '\\' && line_[pos_ + 1] == 'u') ? read_hex4(pos_ + 2) : -1;
-          if (low >= 0xDC00 && low <= 0xDFFF) {
-            pos_ += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (static_cast<char32_t>(low) - 0xDC00);
-          } else {
-            lone_surrogate(esc, text);
-            cp = 0xFFFD;
-          }
-        } else if (u >= 0xDC00 && u <= 0xDFFF) {
-          lone_surrogate(esc, text);
-          cp = 0xFFFD;
-        }
-        tokenizer::append_utf8(arena_, cp);
-        break;
-      }
+      case 'u': unicode_escape(esc, text); break;
       default: fail_at(esc, "invalid \\escape");
     }
     run = pos_;

@@ -28,7 +28,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kBatchBytes = 1 << 20;
 constexpr std::size_t kBatchLines = 1024;
-constexpr int kMaxWorkers = 1024;
 
 enum class LineStatus : std::uint8_t { kDocument, kBlank, kInvalid };
 
@@ -284,44 +283,30 @@ class Pipeline {
   std::vector<std::thread> workers_;
 };
 
+// Where each key's next document starts in a batch's arrays.
+struct Cursor {
+  std::size_t token = 0, sequence = 0, document = 0;
+};
+
+// The next line's document of every key (its sentences' lengths and tokens) to the key's writer.
+void append_documents(const Batch& batch, std::vector<Cursor>& cursors,
+                      std::vector<std::unique_ptr<IndexedDatasetWriter>>& writers, PreprocessStats& stats) {
+  for (std::size_t k = 0; k < writers.size(); ++k) {
+    const auto& key_out = batch.keys[k];
+    Cursor& at = cursors[k];
+    const std::uint32_t sequences = key_out.sequences_per_document[at.document++];
+    const std::span<const std::int32_t> lengths(key_out.sequence_lengths.data() + at.sequence, sequences);
+    std::size_t doc_tokens = 0;
+    for (const std::int32_t len : lengths) doc_tokens += static_cast<std::size_t>(len);
+    writers[k]->add_document(std::span<const std::int32_t>(key_out.tokens.data() + at.token, doc_tokens), lengths);
+    if (k == 0 && doc_tokens == 0) ++stats.empty_documents;
+    stats.tokens += doc_tokens;
+    at.sequence += sequences;
+    at.token += doc_tokens;
+  }
+}
+
 }  // namespace
-
-std::string output_prefix_for_key(const std::string& output_prefix, const std::string& key) {
-  return output_prefix + "_" + key + "_document";
-}
-
-std::vector<std::string> PreprocessOptions::validate() const {
-  std::vector<std::string> problems;
-  if (inputs.empty()) problems.push_back("--input: no input file given");
-  if (output_prefix.empty()) problems.push_back("--output-prefix is required");
-  if (json_keys.empty()) problems.push_back("--json-keys: give at least one key");
-  for (std::size_t i = 0; i < json_keys.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      if (json_keys[i] == json_keys[j]) problems.push_back("--json-keys: \"" + json_keys[i] + "\" is given twice");
-    }
-  }
-  if (workers < 1) problems.push_back("--workers must be at least 1 (got " + std::to_string(workers) + ")");
-  if (workers > kMaxWorkers) {
-    problems.push_back(str_cat("--workers ", workers, " is more than ", kMaxWorkers,
-                               " threads; more workers than cores only cost memory: use at most the number of cores"));
-  }
-  // An input that is one of the outputs would be truncated before it is read.
-  for (const auto& input : inputs) {
-    for (const auto& key : json_keys) {
-      for (const char* ext : {".bin", ".idx"}) {
-        const std::string output = output_prefix_for_key(output_prefix, key) + ext;
-        std::error_code ec;
-        if (!output_prefix.empty() && std::filesystem::equivalent(input, output, ec)) {
-          problems.push_back(str_cat("--input ", input, " is the output file ", output,
-                                     " (the same file by real path); it would be overwritten: choose another "
-                                     "--output-prefix"));
-        }
-      }
-    }
-  }
-  if (log_interval < 1) problems.push_back("--log-interval must be at least 1");
-  return problems;
-}
 
 PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const PreprocessOptions& options,
                            std::ostream& out, std::ostream& err) {
@@ -351,9 +336,6 @@ PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const Preproce
       current_file = batch->file_index;
       out << "Opening " << options.inputs[current_file] << std::endl;
     }
-    struct Cursor {  // where each key's next document starts in the batch's arrays
-      std::size_t token = 0, sequence = 0, document = 0;
-    };
     std::vector<Cursor> cursors(writers.size());
     std::size_t next_error = 0;
     for (std::size_t i = 0; i < batch->num_lines(); ++i) {
@@ -376,20 +358,7 @@ PreprocessStats preprocess(const tokenizer::Tokenizer& tokenizer, const Preproce
         }
         continue;
       }
-      for (std::size_t k = 0; k < writers.size(); ++k) {
-        const auto& key_out = batch->keys[k];
-        Cursor& at = cursors[k];
-        const std::uint32_t sequences = key_out.sequences_per_document[at.document++];
-        const std::span<const std::int32_t> lengths(key_out.sequence_lengths.data() + at.sequence, sequences);
-        std::size_t doc_tokens = 0;
-        for (const std::int32_t len : lengths) doc_tokens += static_cast<std::size_t>(len);
-        writers[k]->add_document(std::span<const std::int32_t>(key_out.tokens.data() + at.token, doc_tokens),
-                                 lengths);
-        if (k == 0 && doc_tokens == 0) ++stats.empty_documents;
-        stats.tokens += doc_tokens;
-        at.sequence += sequences;
-        at.token += doc_tokens;
-      }
+      append_documents(*batch, cursors, writers, stats);
       chars += batch->chars[i];
       if (++stats.documents % options.log_interval == 0) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - proc_start).count();

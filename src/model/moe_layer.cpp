@@ -145,12 +145,9 @@ at::Tensor MoeLayer::all_gather_experts(const at::Tensor& tokens, const at::Tens
   const bool gathered = dispatch_.tp->size() > 1;
   const at::Tensor all_tokens = gathered ? parallel::gather_from_sequence_parallel_region(tokens, dispatch_) : tokens;
   const at::Tensor all_probs = gathered ? parallel::gather_from_sequence_parallel_region(probs, dispatch_) : probs;
-  at::Tensor all_map = routing_map;
-  if (gathered) {
-    at::Tensor bytes = at::empty({all_tokens.size(0), num_experts_}, routing_map.options().dtype(at::kByte));
-    pc_.comm->all_gather(bytes, routing_map.to(at::kByte).contiguous(), *dispatch_.tp).wait();
-    all_map = bytes.to(at::kBool);
-  }
+  const at::Tensor all_map =
+      gathered ? parallel::gather_bookkeeping(routing_map.to(at::kByte), *dispatch_.tp, *pc_.comm).to(at::kBool)
+               : routing_map;
   const std::int64_t local = fc1_.size(0), first = pc_.state != nullptr ? pc_.state->ep_rank() * local : 0;
   const at::Tensor local_map = all_map.narrow(1, first, local);
   const Pairs pairs = pairs_of(local_map);
@@ -168,14 +165,8 @@ at::Tensor MoeLayer::all_to_all_experts(const at::Tensor& tokens, const at::Tens
   const int ep = ep_group.size(), tp = tp_group.size(), tp_rank = tp_group.rank(), ep_rank = ep_group.rank();
   const std::int64_t local = fc1_.size(0), first = ep_rank * local;
   // Every rank's selections per expert, [tp, ep, E] on the host: the exchanges' sizes.
-  const at::Tensor counts = routing_map.sum(0).to(at::kLong).contiguous();
-  at::Tensor over_ep = at::empty({ep, num_experts_}, counts.options());
-  pc_.comm->all_gather(over_ep, counts, ep_group).wait();
-  at::Tensor all = over_ep;
-  if (tp > 1) {
-    all = at::empty({tp, ep, num_experts_}, counts.options());
-    pc_.comm->all_gather(all, over_ep, tp_group).wait();
-  }
+  const at::Tensor over_ep = parallel::gather_bookkeeping(routing_map.sum(0).to(at::kLong), ep_group, *pc_.comm);
+  const at::Tensor all = tp > 1 ? parallel::gather_bookkeeping(over_ep, tp_group, *pc_.comm) : over_ep;
   const at::Tensor host = all.view({tp, ep, num_experts_}).cpu();
   const auto counts_of = host.accessor<std::int64_t, 3>();
   // Tokens of (TP rank t, EP rank r) for local expert j.

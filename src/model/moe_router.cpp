@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "megatron/parallel/expert_parallel.h"
 #include "megatron/parallel/mappings.h"
 
 namespace megatron::model {
@@ -82,10 +83,8 @@ int Router::partition_size() const {
 }
 
 at::Tensor Router::counted_over_partition(const at::Tensor& counts) const {
-  at::Tensor total = counts.to(at::kLong).contiguous();
-  if (sequence_parallel_) pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.tp).wait();
-  if (pc_.cp && pc_.cp->size() > 1) pc_.comm->all_reduce(total, parallel::ReduceOp::kSum, *pc_.cp).wait();
-  return total;
+  return parallel::sum_bookkeeping(counts.to(at::kLong), {sequence_parallel_ ? pc_.tp.get() : nullptr, pc_.cp.get()},
+                                   *pc_.comm);
 }
 
 at::Tensor Router::gathered_over_partition(const at::Tensor& x) const {
@@ -174,10 +173,8 @@ void update_expert_biases(const std::vector<const Router*>& routers, const paral
   }
   if (counts.empty()) return;
   at::NoGradGuard no_grad;
-  at::Tensor tokens = at::stack(counts);  // [routers, E]
-  // Summed over TP x DP x CP (every rank of the pipeline stage; exact: whole numbers in fp32).
-  if (pc.tp->size() > 1) pc.comm->all_reduce(tokens, parallel::ReduceOp::kSum, *pc.tp).wait();
-  if (pc.dp_cp->size() > 1) pc.comm->all_reduce(tokens, parallel::ReduceOp::kSum, *pc.dp_cp).wait();
+  // [routers, E] summed over TP x DP x CP (every rank of the pipeline stage; exact: whole numbers in fp32).
+  const at::Tensor tokens = parallel::sum_bookkeeping(at::stack(counts), {pc.tp.get(), pc.dp_cp.get()}, *pc.comm);
   const at::Tensor offset = tokens.mean(-1, true) - tokens;
   std::size_t i = 0;
   for (const Router* r : routers) {

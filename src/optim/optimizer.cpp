@@ -14,21 +14,43 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/optim/optimizer_state_piece.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/adamw_ops.h"
 
 namespace megatron::optim {
 namespace {
 
-using checkpoint::kOptimizerStates;
-using checkpoint::OptimizerStatePiece;
-
 // One checkpoint piece's data at its offset.
 struct Piece {
   std::int64_t offset = 0;
   at::Tensor data;  // 1-D
 };
+
+// Elements [begin, end) of one state of a parameter covered by `pieces` (sorted by offset)
+// exactly once; each gap or overlap is a problem, named after `what`.
+void check_coverage(const std::vector<Piece>& pieces, std::int64_t begin, std::int64_t end, const std::string& what,
+                    std::vector<std::string>& errors) {
+  std::int64_t reached = begin;
+  bool from_piece = false;
+  for (const Piece& piece : pieces) {
+    const std::int64_t piece_end = piece.offset + piece.data.numel();
+    if (piece_end <= begin) continue;
+    if (piece.offset >= end) break;
+    if (piece.offset > reached) {
+      errors.push_back(str_cat(what, ": elements [", reached, ", ", piece.offset, ") are missing"));
+    } else if (piece.offset < reached && from_piece) {
+      errors.push_back(str_cat(what, ": elements [", std::max(piece.offset, begin), ", ", std::min(reached, piece_end),
+                               ") are in two pieces"));
+    }
+    reached = std::max(reached, piece_end);
+    from_piece = true;
+  }
+  if (reached < end) {
+    errors.push_back(str_cat(what, ": elements [", reached, ", ", end,
+                             ") are missing (pieces from every data-parallel rank needed)"));
+  }
+}
 
 }  // namespace
 
@@ -234,7 +256,7 @@ int Optimizer::param_index(const std::string& name) const {
 }
 
 bool Optimizer::needs_state_piece(const std::string& name, std::int64_t numel) const {
-  const auto piece = checkpoint::parse_optimizer_state_piece(name);
+  const auto piece = parse_optimizer_state_piece(name);
   const int index = piece ? param_index(piece->param) : -1;
   if (index < 0) return true;  // load_state reports it
   for (const Segment& s : segments_) {
@@ -252,7 +274,7 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
   std::vector<std::string> errors;
   for (const auto& [name, data] : pieces) {
     std::string why;
-    const auto piece = checkpoint::parse_optimizer_state_piece(name, &why);
+    const auto piece = parse_optimizer_state_piece(name, &why);
     const int index = piece ? param_index(piece->param) : -1;
     if (index < 0) {
       errors.push_back(str_cat("optimizer state entry '", name, "' ", piece ? "names no parameter of this model" : why,
@@ -285,28 +307,8 @@ void Optimizer::load_state(const NamedTensors& pieces, std::int64_t step_count) 
     const std::string& param = params[static_cast<std::size_t>(s.param)].first;
     const std::int64_t begin = s.param_offset, end = s.param_offset + s.numel;
     for (std::size_t k = 0; k < kOptimizerStates.size(); ++k) {
-      const std::string_view state = checkpoint::optimizer_state_name(kOptimizerStates[k]);
-      std::int64_t reached = begin;
-      bool from_piece = false;
-      for (const Piece& piece : by_param[static_cast<std::size_t>(s.param)][k]) {
-        const std::int64_t piece_end = piece.offset + piece.data.numel();
-        if (piece_end <= begin) continue;
-        if (piece.offset >= end) break;
-        if (piece.offset > reached) {
-          errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [", reached, ", ",
-                                   piece.offset, ") are missing"));
-        } else if (piece.offset < reached && from_piece) {
-          errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [",
-                                   std::max(piece.offset, begin), ", ", std::min(reached, piece_end),
-                                   ") are in two pieces"));
-        }
-        reached = std::max(reached, piece_end);
-        from_piece = true;
-      }
-      if (reached < end) {
-        errors.push_back(str_cat("optimizer state '", state, "' of ", param, ": elements [", reached, ", ", end,
-                                 ") are missing (pieces from every data-parallel rank needed)"));
-      }
+      check_coverage(by_param[static_cast<std::size_t>(s.param)][k], begin, end,
+                     str_cat("optimizer state '", optimizer_state_name(kOptimizerStates[k]), "' of ", param), errors);
     }
   }
   throw_if_problems("cannot load the optimizer state", errors, ProblemHeading::kList);

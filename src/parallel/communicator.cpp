@@ -132,8 +132,7 @@ Work& Work::operator=(Work&& other) noexcept {
       try {
         impl_->wait();
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "megatron: error: %s\n", e.what());
-        std::abort();
+        abort_on_error(e);
       }
     }
     impl_ = std::move(other.impl_);
@@ -150,10 +149,7 @@ Work::~Work() {
   try {
     impl_->wait();
   } catch (const std::exception& e) {
-    // A destructor cannot throw: report and end the process (the launcher ends the other ranks).
-    std::fprintf(stderr, "megatron: error: %s\n", e.what());
-    std::fflush(stderr);
-    std::abort();
+    abort_on_error(e);  // a destructor cannot throw
   }
 }
 

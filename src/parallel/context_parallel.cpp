@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd_objects.h"
 #include "megatron/core/check.h"
 #include "megatron/kernels/aten/attention_block_ops.h"
 
@@ -103,7 +104,7 @@ void keep(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list 
   ctx->saved_data["pc"] = pc_address;
 }
 const ParallelContext& context_of(torch::autograd::AutogradContext* ctx) {
-  return *reinterpret_cast<const ParallelContext*>(ctx->saved_data["pc"].toInt());
+  return detail::saved_object<const ParallelContext>(ctx, "pc");
 }
 Settings settings_of(torch::autograd::AutogradContext* ctx) {
   return {ctx->saved_data["scale"].toDouble(), ctx->saved_data["dropout"].toDouble()};
@@ -150,7 +151,7 @@ class RingAttention : public torch::autograd::Function<RingAttention> {
   // q [b, np, s, d], k and v [b, ng, s, d], contiguous; s = this rank's two chunks.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale, double dropout, std::int64_t pc_address) {
-    const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
+    const auto& pc = detail::object_at<const ParallelContext>(pc_address);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), half = q.size(2) / 2;
     Merged merged(q);
@@ -277,7 +278,7 @@ class AllGatherAttention : public torch::autograd::Function<AllGatherAttention> 
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, double scale, double dropout, std::int64_t pc_address) {
-    const auto& pc = *reinterpret_cast<const ParallelContext*>(pc_address);
+    const auto& pc = detail::object_at<const ParallelContext>(pc_address);
     const int cp = pc.cp->size(), rank = pc.cp->rank();
     const std::int64_t heads = q.size(1), half = q.size(2) / 2;
     const at::Tensor local = at::stack({k, v});
@@ -361,7 +362,7 @@ at::Tensor context_parallel_attention(const at::Tensor& q, const at::Tensor& k, 
   MEGATRON_CHECK(q.size(0) % 2 == 0, "context-parallel attention: a rank holds two equal chunks, got ", q.size(0),
                  " positions");
   const auto to_blocks = [](const at::Tensor& t) { return t.permute({1, 2, 0, 3}).contiguous(); };
-  const auto address = reinterpret_cast<std::int64_t>(&pc);
+  const auto address = detail::address_of(pc);
   const at::Tensor out = type == CpCommType::kAllGather
                              ? AllGatherAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, dropout_p, address)
                              : RingAttention::apply(to_blocks(q), to_blocks(k), to_blocks(v), scale, dropout_p, address);

@@ -196,7 +196,7 @@ DataParallelBuffers::~DataParallelBuffers() {
   try {
     core_->reset();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "megatron: error: %s\n", e.what());
+    report_error(e);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <numeric>
 
+#include "autograd_objects.h"
 #include "megatron/core/check.h"
 
 namespace megatron::parallel {
@@ -58,16 +59,16 @@ class AllToAll : public torch::autograd::Function<AllToAll> {
     ctx->saved_data["input_splits"] = input_splits;
     ctx->saved_data["group"] = group_address;
     ctx->saved_data["comm"] = comm_address;
-    return exchange(input, output_splits, input_splits, *reinterpret_cast<const ProcessGroup*>(group_address),
-                    *reinterpret_cast<Communicator*>(comm_address));
+    return exchange(input, output_splits, input_splits, detail::object_at<const ProcessGroup>(group_address),
+                    detail::object_at<Communicator>(comm_address));
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     // The gradient rows return to where their rows came from: the splits swapped.
     const auto back = exchange(grads[0], ctx->saved_data["input_splits"].toIntVector(),
                                ctx->saved_data["output_splits"].toIntVector(),
-                               *reinterpret_cast<const ProcessGroup*>(ctx->saved_data["group"].toInt()),
-                               *reinterpret_cast<Communicator*>(ctx->saved_data["comm"].toInt()));
+                               detail::saved_object<const ProcessGroup>(ctx, "group"),
+                               detail::saved_object<Communicator>(ctx, "comm"));
     return {back, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -76,8 +77,7 @@ class AllToAll : public torch::autograd::Function<AllToAll> {
 
 at::Tensor all_to_all(const at::Tensor& input, const std::vector<std::int64_t>& output_splits,
                       const std::vector<std::int64_t>& input_splits, const ProcessGroup& group, Communicator& comm) {
-  return AllToAll::apply(input, output_splits, input_splits, reinterpret_cast<std::int64_t>(&group),
-                         reinterpret_cast<std::int64_t>(&comm));
+  return AllToAll::apply(input, output_splits, input_splits, detail::address_of(group), detail::address_of(comm));
 }
 
 at::Tensor all_gather_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes, const ProcessGroup& group,
@@ -107,6 +107,24 @@ at::Tensor reduce_scatter_rows(const at::Tensor& input, const std::vector<std::i
   shape[0] = mine;
   shape.insert(shape.begin(), size);
   return received.view(shape).sum(0);
+}
+
+at::Tensor sum_bookkeeping(const at::Tensor& input, std::initializer_list<const ProcessGroup*> groups,
+                           Communicator& comm) {
+  at::Tensor total = input.contiguous();
+  for (const ProcessGroup* group : groups) {
+    if (group != nullptr && group->size() > 1) comm.all_reduce(total, ReduceOp::kSum, *group).wait();
+  }
+  return total;
+}
+
+at::Tensor gather_bookkeeping(const at::Tensor& input, const ProcessGroup& group, Communicator& comm) {
+  std::vector<std::int64_t> shape = input.sizes().vec();
+  if (shape.empty()) shape.push_back(1);
+  shape[0] *= group.size();
+  at::Tensor out = at::empty(shape, input.options());
+  comm.all_gather(out, input.contiguous(), group).wait();
+  return out;
 }
 
 }  // namespace megatron::parallel

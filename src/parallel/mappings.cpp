@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "autograd_objects.h"
 #include "megatron/core/check.h"
 
 namespace megatron::parallel {
@@ -75,20 +76,19 @@ at::Tensor gather_last_dim(const at::Tensor& x, const ParallelContext& pc) {
 // A region: forward runs Forward, backward runs Backward on the incoming gradient.
 template <Collective Forward, Collective Backward>
 struct Region : torch::autograd::Function<Region<Forward, Backward>> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const ParallelContext* pc) {
-    ctx->saved_data["pc"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(pc));
-    return Forward(x, *pc);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t pc_address) {
+    ctx->saved_data["pc"] = pc_address;
+    return Forward(x, detail::object_at<const ParallelContext>(pc_address));
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto* pc = reinterpret_cast<const ParallelContext*>(static_cast<std::intptr_t>(ctx->saved_data["pc"].toInt()));
-    return {Backward(grads[0], *pc), at::Tensor()};
+    return {Backward(grads[0], detail::saved_object<const ParallelContext>(ctx, "pc")), at::Tensor()};
   }
 };
 
 template <Collective Forward, Collective Backward>
 at::Tensor apply_region(const at::Tensor& x, const ParallelContext& pc) {
   if (tp_group(pc).size() == 1) return x;
-  return Region<Forward, Backward>::apply(x, &pc);
+  return Region<Forward, Backward>::apply(x, detail::address_of(pc));
 }
 
 }  // namespace

@@ -199,8 +199,7 @@ class MpiCommunicator final : public Communicator {
         MpiWork(request, "the barrier before MPI_Finalize", rank_, timeout(), {}, {}).wait();
       }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "megatron: error: %s\n", e.what());
-      std::fflush(stderr);
+      report_error(e);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Finalize();

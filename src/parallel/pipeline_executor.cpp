@@ -50,6 +50,174 @@ void backward_from_node(const at::Tensor& output, const at::Tensor& grad) {
                  /*create_graph=*/false, /*accumulate_grad=*/true);
 }
 
+// One run of a schedule on this rank: the tensors kept per (microbatch, chunk) between its steps,
+// and the time spent in the steps.
+class ScheduleRun {
+ public:
+  ScheduleRun(const ParallelContext& pc, const PipelineShape& shape, const std::vector<std::int64_t>& activation_shape,
+              at::TensorOptions options, const PipelineSteps& steps, bool training)
+      : pc_(pc),
+        group_(*pc.pp),
+        stage_(group_.rank()),
+        stages_(group_.size()),
+        chunks_(shape.chunks),
+        activation_shape_(activation_shape),
+        options_(options),
+        steps_(steps),
+        training_(training) {}
+
+  // The forward step of (microbatch, chunk): its received input in, its output kept for the send
+  // (and, training, with the input for the backward step).
+  void forward(const PipelineEvent& e) {
+    const Key key{e.microbatch, e.chunk};
+    at::Tensor input;
+    if (!first_virtual(e.chunk)) input = take(inputs_, key, "received input");
+    const auto step_start = Clock::now();
+    at::Tensor output = steps_.forward(e.microbatch, e.chunk, input);
+    busy_ += Clock::now() - step_start;
+    MEGATRON_ASSERT(output.defined(), "pipeline forward step returned nothing");
+    if (training_) {
+      if (input.defined()) inputs_[key] = input;  // kept for the input gradient
+      outputs_[key] = output;
+    } else if (!last_virtual(e.chunk)) {
+      outputs_[key] = output;
+    }
+  }
+
+  // The backward step: from the loss, or from the output's node with the received gradient; the
+  // input's gradient kept for the send.
+  void backward(const PipelineEvent& e) {
+    const Key key{e.microbatch, e.chunk};
+    if (steps_.before_backward) steps_.before_backward(e.microbatch, e.chunk);
+    const at::Tensor output = take(outputs_, key, "forward output");
+    const at::Tensor output_grad = last_virtual(e.chunk) ? at::Tensor() : take(output_grads_, key, "received output gradient");
+    const auto step_start = Clock::now();
+    if (output_grad.defined()) {
+      backward_from_node(output, output_grad);
+    } else {
+      torch::autograd::backward({output});
+    }
+    busy_ += Clock::now() - step_start;
+    if (first_virtual(e.chunk)) return;
+    const at::Tensor input = take(inputs_, key, "forward input");
+    MEGATRON_ASSERT(input.grad().defined(), "pipeline backward step left no input gradient for micro-batch ",
+                    e.microbatch, " chunk ", e.chunk);
+    input_grads_[key] = input.grad();
+  }
+
+  // One exchange: every transfer from events[begin] up to the next step, sends posted first, then
+  // the receives. Returns the index of the next step.
+  std::size_t exchange(const std::vector<PipelineEvent>& events, std::size_t begin) {
+    std::size_t end = begin;
+    while (end < events.size() && is_transfer(events[end].op)) ++end;
+    std::vector<std::pair<Key, at::Tensor>> received_inputs, received_grads;
+    std::vector<Transfer> sends, receives;
+    for (std::size_t j = begin; j < end; ++j) post(events[j], sends, receives, received_inputs, received_grads);
+    wait_all(receives);
+    for (auto& [k, t] : received_inputs) inputs_[k] = training_ ? t.requires_grad_(true) : t;
+    for (auto& [k, t] : received_grads) output_grads_[k] = t;
+    // The exchange's sends complete with it, as Megatron's p2p exchanges wait on every request: a
+    // released output's data goes with its send here, not whenever the peer gets to it. (On GPUs
+    // NCCL's wait orders the streams; the host does not block.)
+    wait_all(sends);
+    return end;
+  }
+
+  PipelineExecutor::Timing timing() const {
+    return {std::chrono::duration<double>(busy_).count(), std::chrono::duration<double>(Clock::now() - start_).count()};
+  }
+  bool finished() const { return outputs_.empty() && output_grads_.empty() && input_grads_.empty(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // A posted transfer and what it moves, for the message when it does not complete.
+  struct Transfer {
+    Work work;
+    Key key;
+    bool activation;  // else a gradient
+    bool sending;
+    int peer;
+  };
+
+  bool first_virtual(int chunk) const { return stage_ == 0 && chunk == 0; }
+  bool last_virtual(int chunk) const { return stage_ == stages_ - 1 && chunk == chunks_ - 1; }
+  int next() const { return (stage_ + 1) % stages_; }
+  int prev() const { return (stage_ + stages_ - 1) % stages_; }
+  int tag(int microbatch, int sender_chunk, bool forward) const {
+    return (2 * (microbatch * chunks_ + sender_chunk) + (forward ? 0 : 1)) % 32768;
+  }
+
+  void post(const PipelineEvent& t, std::vector<Transfer>& sends, std::vector<Transfer>& receives,
+            std::vector<std::pair<Key, at::Tensor>>& received_inputs,
+            std::vector<std::pair<Key, at::Tensor>>& received_grads) {
+    const Key k{t.microbatch, t.chunk};
+    Communicator& comm = *pc_.comm;
+    switch (t.op) {
+      case PipelineOp::kSendForward: {
+        at::Tensor& kept = outputs_.at(k);
+        // A copy when the output is not contiguous; else the same storage, which the send holds.
+        const at::Tensor out = kept.detach().contiguous();
+        sends.push_back({comm.send(out, next(), group_, tag(t.microbatch, t.chunk, true)), k, true, true, next()});
+        if (training_) {
+          release_data(kept);
+        } else {
+          outputs_.erase(k);
+        }
+        break;
+      }
+      case PipelineOp::kSendBackward:
+        sends.push_back({comm.send(take(input_grads_, k, "input gradient").contiguous(), prev(), group_,
+                                   tag(t.microbatch, t.chunk, false)),
+                         k, false, true, prev()});
+        break;
+      case PipelineOp::kRecvForward: {
+        at::Tensor buffer = at::empty(activation_shape_, options_);
+        const int sender_chunk = stage_ == 0 ? t.chunk - 1 : t.chunk;
+        receives.push_back({comm.recv(buffer, prev(), group_, tag(t.microbatch, sender_chunk, true)), k, true, false, prev()});
+        received_inputs.emplace_back(k, buffer);
+        break;
+      }
+      case PipelineOp::kRecvBackward: {
+        at::Tensor buffer = at::empty(activation_shape_, options_);
+        const int sender_chunk = stage_ == stages_ - 1 ? t.chunk + 1 : t.chunk;
+        receives.push_back({comm.recv(buffer, next(), group_, tag(t.microbatch, sender_chunk, false)), k, false, false,
+                            next()});
+        received_grads.emplace_back(k, buffer);
+        break;
+      }
+      default:
+        MEGATRON_ASSERT(false, "not a transfer");
+    }
+  }
+
+  // Waits for every transfer; a timeout names the stage and the transfer (the communicator's
+  // message names rank, group and operation).
+  void wait_all(std::vector<Transfer>& transfers) const {
+    for (Transfer& t : transfers) {
+      try {
+        t.work.wait();
+      } catch (const Error& error) {
+        MEGATRON_FAIL(error.what(), " [pipeline stage ", stage_, " of ", stages_,
+                      t.sending ? " sending the " : " waiting for the ", t.activation ? "activation" : "gradient",
+                      " of micro-batch ", t.key.first, ", chunk ", t.key.second, t.sending ? " to stage " : " from stage ",
+                      t.peer, "]");
+      }
+    }
+    transfers.clear();
+  }
+
+  const ParallelContext& pc_;
+  const ProcessGroup& group_;
+  const int stage_, stages_, chunks_;
+  const std::vector<std::int64_t>& activation_shape_;
+  at::TensorOptions options_;
+  const PipelineSteps& steps_;
+  const bool training_;
+  std::map<Key, at::Tensor> inputs_, outputs_, output_grads_, input_grads_;
+  const Clock::time_point start_ = Clock::now();
+  Clock::duration busy_{};
+};
+
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(const ParallelContext& pc, const PipelineShape& shape,
@@ -68,139 +236,22 @@ void PipelineExecutor::forward_only(const PipelineSteps& steps) {
 }
 
 void PipelineExecutor::run(const std::vector<PipelineEvent>& events, const PipelineSteps& steps, bool training) {
-  const ProcessGroup& group = *pc_->pp;
-  const int stage = group.rank(), stages = group.size(), chunks = shape_.chunks;
-  const int next = (stage + 1) % stages, prev = (stage + stages - 1) % stages;
-  auto first_virtual = [&](int chunk) { return stage == 0 && chunk == 0; };
-  auto last_virtual = [&](int chunk) { return stage == stages - 1 && chunk == chunks - 1; };
-  auto tag = [&](int microbatch, int sender_chunk, bool forward) {
-    return (2 * (microbatch * chunks + sender_chunk) + (forward ? 0 : 1)) % 32768;
-  };
-  std::map<Key, at::Tensor> inputs, outputs, output_grads, input_grads;
-  // A posted transfer and what it moves, for the message when it does not complete.
-  struct Transfer {
-    Work work;
-    Key key;
-    bool activation;  // else a gradient
-    bool sending;
-    int peer;
-  };
-  // Waits for every transfer; a timeout names the stage and the transfer (the communicator's
-  // message names rank, group and operation).
-  auto wait_all = [&](std::vector<Transfer>& transfers) {
-    for (Transfer& t : transfers) {
-      try {
-        t.work.wait();
-      } catch (const Error& error) {
-        MEGATRON_FAIL(error.what(), " [pipeline stage ", stage, " of ", stages,
-                      t.sending ? " sending the " : " waiting for the ", t.activation ? "activation" : "gradient",
-                      " of micro-batch ", t.key.first, ", chunk ", t.key.second, t.sending ? " to stage " : " from stage ",
-                      t.peer, "]");
-      }
-    }
-    transfers.clear();
-  };
-  using Clock = std::chrono::steady_clock;
-  const auto run_start = Clock::now();
-  Clock::duration busy{};
+  ScheduleRun run(*pc_, shape_, activation_shape_, options_, steps, training);
   std::size_t i = 0;
   while (i < events.size()) {
     const PipelineEvent& e = events[i];
-    const Key key{e.microbatch, e.chunk};
     if (e.op == PipelineOp::kForward) {
-      at::Tensor input;
-      if (!first_virtual(e.chunk)) input = take(inputs, key, "received input");
-      const auto step_start = Clock::now();
-      at::Tensor output = steps.forward(e.microbatch, e.chunk, input);
-      busy += Clock::now() - step_start;
-      MEGATRON_ASSERT(output.defined(), "pipeline forward step returned nothing");
-      if (training) {
-        if (input.defined()) inputs[key] = input;  // kept for the input gradient
-        outputs[key] = output;
-      } else if (!last_virtual(e.chunk)) {
-        outputs[key] = output;
-      }
+      run.forward(e);
       ++i;
-      continue;
-    }
-    if (e.op == PipelineOp::kBackward) {
-      if (steps.before_backward) steps.before_backward(e.microbatch, e.chunk);
-      const at::Tensor output = take(outputs, key, "forward output");
-      const at::Tensor output_grad = last_virtual(e.chunk) ? at::Tensor() : take(output_grads, key, "received output gradient");
-      const auto step_start = Clock::now();
-      if (output_grad.defined()) {
-        backward_from_node(output, output_grad);
-      } else {
-        torch::autograd::backward({output});
-      }
-      busy += Clock::now() - step_start;
-      if (!first_virtual(e.chunk)) {
-        const at::Tensor input = take(inputs, key, "forward input");
-        MEGATRON_ASSERT(input.grad().defined(), "pipeline backward step left no input gradient for micro-batch ",
-                        e.microbatch, " chunk ", e.chunk);
-        input_grads[key] = input.grad();
-      }
+    } else if (e.op == PipelineOp::kBackward) {
+      run.backward(e);
       ++i;
-      continue;
+    } else {
+      i = run.exchange(events, i);
     }
-    // One exchange: every transfer up to the next step, sends posted first, then the receives.
-    std::size_t end = i;
-    while (end < events.size() && is_transfer(events[end].op)) ++end;
-    std::vector<std::pair<Key, at::Tensor>> received_inputs, received_grads;
-    std::vector<Transfer> sends, receives;
-    for (std::size_t j = i; j < end; ++j) {
-      const PipelineEvent& t = events[j];
-      const Key k{t.microbatch, t.chunk};
-      switch (t.op) {
-        case PipelineOp::kSendForward: {
-          at::Tensor& kept = outputs.at(k);
-          // A copy when the output is not contiguous; else the same storage, which the send holds.
-          const at::Tensor out = kept.detach().contiguous();
-          sends.push_back({pc_->comm->send(out, next, group, tag(t.microbatch, t.chunk, true)), k, true, true, next});
-          if (training) {
-            release_data(kept);
-          } else {
-            outputs.erase(k);
-          }
-          break;
-        }
-        case PipelineOp::kSendBackward:
-          sends.push_back({pc_->comm->send(take(input_grads, k, "input gradient").contiguous(), prev, group,
-                                           tag(t.microbatch, t.chunk, false)),
-                           k, false, true, prev});
-          break;
-        case PipelineOp::kRecvForward: {
-          at::Tensor buffer = at::empty(activation_shape_, options_);
-          const int sender_chunk = stage == 0 ? t.chunk - 1 : t.chunk;
-          receives.push_back({pc_->comm->recv(buffer, prev, group, tag(t.microbatch, sender_chunk, true)), k, true,
-                              false, prev});
-          received_inputs.emplace_back(k, buffer);
-          break;
-        }
-        case PipelineOp::kRecvBackward: {
-          at::Tensor buffer = at::empty(activation_shape_, options_);
-          const int sender_chunk = stage == stages - 1 ? t.chunk + 1 : t.chunk;
-          receives.push_back({pc_->comm->recv(buffer, next, group, tag(t.microbatch, sender_chunk, false)), k, false,
-                              false, next});
-          received_grads.emplace_back(k, buffer);
-          break;
-        }
-        default:
-          MEGATRON_ASSERT(false, "not a transfer");
-      }
-    }
-    wait_all(receives);
-    for (auto& [k, t] : received_inputs) inputs[k] = training ? t.requires_grad_(true) : t;
-    for (auto& [k, t] : received_grads) output_grads[k] = t;
-    // The exchange's sends complete with it, as Megatron's p2p exchanges wait on every request: a
-    // released output's data goes with its send here, not whenever the peer gets to it. (On GPUs
-    // NCCL's wait orders the streams; the host does not block.)
-    wait_all(sends);
-    i = end;
   }
-  timing_ = {std::chrono::duration<double>(busy).count(), std::chrono::duration<double>(Clock::now() - run_start).count()};
-  MEGATRON_ASSERT(outputs.empty() && output_grads.empty() && input_grads.empty(),
-                  "pipeline executor: the schedule left steps unfinished");
+  timing_ = run.timing();
+  MEGATRON_ASSERT(run.finished(), "pipeline executor: the schedule left steps unfinished");
 }
 
 }  // namespace megatron::parallel

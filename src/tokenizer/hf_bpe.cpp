@@ -28,6 +28,41 @@ std::string optional_string(const json& j, const char* key) {
   return j.contains(key) && j.at(key).is_string() ? j.at(key).get<std::string>() : std::string();
 }
 
+// tokenizer.json's merges ("left right" strings, or [left, right] pairs in newer files) as pair ->
+// rank << 32 | merged id; `prefix`: the continuing-subword prefix the right token drops when merged.
+void read_merges(const json& merges, const Vocab& vocab, const std::string& prefix, const std::string& where,
+                 FlatU64Map<std::uint64_t>& out) {
+  out.reserve(merges.size());
+  std::uint32_t rank = 0;
+  for (std::size_t i = 0; i < merges.size(); ++i) {
+    std::string left, right;
+    const json& m = merges[i];
+    if (m.is_string()) {
+      const std::string line = m.get<std::string>();
+      if (line.rfind("#version", 0) == 0) continue;
+      const std::size_t space = line.find(' ');
+      MEGATRON_CHECK(space != std::string::npos && line.find(' ', space + 1) == std::string::npos, where,
+                     ".merges[", i, "] \"", line, "\" is not two tokens separated by one space");
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else {
+      MEGATRON_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), where, ".merges[", i,
+                     "] is not a pair of tokens");
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    }
+    std::string merged = left;
+    merged.append(right, std::min(prefix.size(), right.size()), std::string::npos);
+    const auto a = vocab.find(left), b = vocab.find(right), c = vocab.find(merged);
+    MEGATRON_CHECK(a != vocab.end() && b != vocab.end() && c != vocab.end(), where, ".merges[", i, "] (",
+                   left, " + ", right, "): \"", a == vocab.end() ? left : b == vocab.end() ? right : merged,
+                   "\" is not in the vocabulary");
+    out.insert_or_assign(pair_key(a->second, b->second),
+                         (static_cast<std::uint64_t>(rank) << 32) | static_cast<std::uint32_t>(c->second));
+    ++rank;
+  }
+}
+
 }  // namespace
 
 struct BpeModel::Tables {
@@ -91,36 +126,7 @@ BpeModel::BpeModel(const json& j, bool byte_level, const std::string& where) : t
     }
   }
 
-  const json& merges = j.at("merges");
-  t.merges.reserve(merges.size());
-  std::uint32_t rank = 0;
-  for (std::size_t i = 0; i < merges.size(); ++i) {
-    std::string left, right;
-    const json& m = merges[i];
-    if (m.is_string()) {
-      const std::string line = m.get<std::string>();
-      if (line.rfind("#version", 0) == 0) continue;
-      const std::size_t space = line.find(' ');
-      MEGATRON_CHECK(space != std::string::npos && line.find(' ', space + 1) == std::string::npos, where,
-                     ".merges[", i, "] \"", line, "\" is not two tokens separated by one space");
-      left = line.substr(0, space);
-      right = line.substr(space + 1);
-    } else {
-      MEGATRON_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(), where, ".merges[", i,
-                     "] is not a pair of tokens");
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
-    }
-    std::string merged = left;
-    merged.append(right, std::min(t.prefix.size(), right.size()), std::string::npos);
-    const auto a = t.vocab.find(left), b = t.vocab.find(right), c = t.vocab.find(merged);
-    MEGATRON_CHECK(a != t.vocab.end() && b != t.vocab.end() && c != t.vocab.end(), where, ".merges[", i, "] (",
-                   left, " + ", right, "): \"", a == t.vocab.end() ? left : b == t.vocab.end() ? right : merged,
-                   "\" is not in the vocabulary");
-    t.merges.insert_or_assign(pair_key(a->second, b->second),
-                              (static_cast<std::uint64_t>(rank) << 32) | static_cast<std::uint32_t>(c->second));
-    ++rank;
-  }
+  read_merges(j.at("merges"), t.vocab, t.prefix, where, t.merges);
 }
 
 BpeModel::~BpeModel() = default;
@@ -143,14 +149,24 @@ void BpeModel::encode(std::string_view piece, std::vector<std::int32_t>& out) co
   merge_word(piece, out);
 }
 
+struct BpeModel::Symbol {
+  std::int32_t id;
+  std::int32_t prev, next;
+  bool alive;
+};
+
 void BpeModel::merge_word(std::string_view piece, std::vector<std::int32_t>& out) const {
-  const Tables& t = *tables_;
-  struct Symbol {
-    std::int32_t id;
-    std::int32_t prev, next;
-    bool alive;
-  };
   std::vector<Symbol> symbols;
+  initial_symbols(piece, symbols);
+  if (symbols.empty()) return;
+  apply_merges(symbols);
+  for (const Symbol& s : symbols) {
+    if (s.alive) out.push_back(s.id);
+  }
+}
+
+void BpeModel::initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const {
+  const Tables& t = *tables_;
   symbols.reserve(piece.size());
   const auto add = [&](std::int32_t id) {
     const auto n = static_cast<std::int32_t>(symbols.size());
@@ -206,7 +222,10 @@ void BpeModel::merge_word(std::string_view piece, std::vector<std::int32_t>& out
   if (pending_unk >= 0) add(pending_unk);
   if (symbols.empty()) return;
   symbols.back().next = -1;
+}
 
+void BpeModel::apply_merges(std::vector<Symbol>& symbols) const {
+  const Tables& t = *tables_;
   struct Merge {
     std::int32_t pos;
     std::uint32_t rank;
@@ -236,9 +255,6 @@ void BpeModel::merge_word(std::string_view piece, std::vector<std::int32_t>& out
     if (right.next >= 0) symbols[right.next].prev = top.pos;
     if (left.prev >= 0) push(left.prev);
     push(top.pos);
-  }
-  for (const Symbol& s : symbols) {
-    if (s.alive) out.push_back(s.id);
   }
 }
 

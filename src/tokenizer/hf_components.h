@@ -95,7 +95,12 @@ class BpeModel {
 
  private:
   struct Tables;
+  struct Symbol;  // a token of the word being merged, in a doubly linked list
   void merge_word(std::string_view piece, std::vector<std::int32_t>& out) const;
+  // The piece's characters (or bytes) as vocabulary ids, unknown ones as byte tokens or unk.
+  void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
+  // The merges applied lowest rank first (leftmost among equals), as the library does.
+  void apply_merges(std::vector<Symbol>& symbols) const;
   std::unique_ptr<Tables> tables_;
   std::vector<std::string> tokens_;
   std::size_t vocab_size_ = 0;

@@ -44,7 +44,12 @@ struct FieldSpec {
   std::string_view help;
   DumpStyle dump = DumpStyle::kPlain;
   Choices choices = {};
+  // Why the flag, accepted for Megatron's command lines, changes nothing in this build; given, it
+  // warns "<flag> is ignored: <why>" (as the catalogue's ignored flags do). Empty: it acts.
+  std::string_view no_effect = {};
 };
+
+inline constexpr std::string_view kKernelChoice = "a kernel choice in Megatron; this build picks its own kernels";
 
 // Megatron's choices for the choice flags whose values are strings here, or whose enum implements
 // only some of them.
@@ -95,10 +100,10 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"make_vocab_size_divisible_by", "--make-vocab-size-divisible-by", K::kValue, "Pad the vocabulary to a multiple of this times TP."}, m.make_vocab_size_divisible_by);
   f(FieldSpec{"bias_gelu_fusion", "--no-bias-gelu-fusion", K::kStoreFalse, "Unfused bias + exact (erf) GeLU instead of the fused tanh GeLU."}, m.bias_gelu_fusion);
   f(FieldSpec{"bias_swiglu_fusion", "--no-bias-swiglu-fusion", K::kStoreFalse, "Unfused bias + SwiGLU."}, m.bias_swiglu_fusion);
-  f(FieldSpec{"bias_dropout_fusion", "--no-bias-dropout-fusion", K::kStoreFalse, "Unfused bias-dropout-add (same numbers here)."}, m.bias_dropout_fusion);
+  f(FieldSpec{"bias_dropout_fusion", "--no-bias-dropout-fusion", K::kStoreFalse, "Unfused bias-dropout-add (same numbers here).", DumpStyle::kPlain, {}, kKernelChoice}, m.bias_dropout_fusion);
   f(FieldSpec{"masked_softmax_fusion", "--no-masked-softmax-fusion", K::kStoreFalse, "Plain ATen causal softmax instead of the fused kernel."}, m.masked_softmax_fusion);
   f(FieldSpec{"apply_rope_fusion", "--no-rope-fusion", K::kStoreFalse, "Plain ATen rotary embedding instead of the fused kernel."}, m.apply_rope_fusion);
-  f(FieldSpec{"gradient_accumulation_fusion", "--no-gradient-accumulation-fusion", K::kStoreFalse, "Accumulate weight gradients through the main-grad hook (the only path in this build)."}, m.gradient_accumulation_fusion);
+  f(FieldSpec{"gradient_accumulation_fusion", "--no-gradient-accumulation-fusion", K::kStoreFalse, "Accumulate weight gradients through the main-grad hook (the only path in this build).", DumpStyle::kPlain, {}, "weight gradients always accumulate into the fp32 main-grad buffer here"}, m.gradient_accumulation_fusion);
   f(FieldSpec{"attention_backend", "--attention-backend", K::kValue, "auto, flash, fused (cuDNN), unfused or local."}, m.attention_backend);
   f(FieldSpec{"recompute_activations", "--recompute-activations", K::kStoreTrue, "Selective recomputation of the core attention."}, m.recompute_activations);
   f(FieldSpec{"recompute_granularity", "--recompute-granularity", K::kValue, "full or selective."}, m.recompute_granularity);
@@ -112,7 +117,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"moe_ffn_hidden_size", "--moe-ffn-hidden-size", K::kValue, "Each expert's MLP size; default --ffn-hidden-size."}, e.moe_ffn_hidden_size);
   f(FieldSpec{"moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size", K::kValue, "MLP size of the shared expert every token also passes (none by default)."}, e.moe_shared_expert_intermediate_size);
   f(FieldSpec{"moe_shared_expert_overlap", "--moe-shared-expert-overlap", K::kStoreTrue, "Overlap the shared expert with the token dispatch."}, e.moe_shared_expert_overlap);
-  f(FieldSpec{"moe_grouped_gemm", "--moe-grouped-gemm", K::kStoreTrue, "Experts as one grouped GEMM (always so in this build)."}, e.moe_grouped_gemm);
+  f(FieldSpec{"moe_grouped_gemm", "--moe-grouped-gemm", K::kStoreTrue, "Experts as one grouped GEMM (always so in this build).", DumpStyle::kPlain, {}, "the experts always run as one grouped GEMM here"}, e.moe_grouped_gemm);
   f(FieldSpec{"moe_router_load_balancing_type", "--moe-router-load-balancing-type", K::kValue, "aux_loss, seq_aux_loss or none.", DumpStyle::kPlain, {kLoadBalancingChoices, {}}}, e.moe_router_load_balancing_type);
   f(FieldSpec{"moe_router_topk", "--moe-router-topk", K::kValue, "Experts per token."}, e.moe_router_topk);
   f(FieldSpec{"moe_router_score_function", "--moe-router-score-function", K::kValue, "softmax or sigmoid."}, e.moe_router_score_function);
@@ -122,13 +127,13 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"moe_router_group_topk", "--moe-router-group-topk", K::kValue, "Groups a token's experts come from (group-limited routing)."}, e.moe_router_group_topk);
   f(FieldSpec{"moe_router_enable_expert_bias", "--moe-router-enable-expert-bias", K::kStoreTrue, "Aux-loss-free balancing: a per-expert bias on the selection scores, updated each step."}, e.moe_router_enable_expert_bias);
   f(FieldSpec{"moe_router_bias_update_rate", "--moe-router-bias-update-rate", K::kValue, "Step of the expert bias update."}, e.moe_router_bias_update_rate);
-  f(FieldSpec{"moe_router_dtype", "--moe-router-dtype", K::kValue, "Routing precision (fp32 here).", DumpStyle::kPlain, {kRouterDtypeChoices, kImplementedRouterDtypes}}, e.moe_router_dtype);
+  f(FieldSpec{"moe_router_dtype", "--moe-router-dtype", K::kValue, "Routing precision (fp32 here).", DumpStyle::kPlain, {kRouterDtypeChoices, kImplementedRouterDtypes}, "the router always computes in fp32 here"}, e.moe_router_dtype);
   f(FieldSpec{"moe_aux_loss_coeff", "--moe-aux-loss-coeff", K::kValue, "Coefficient of the load-balancing loss (0: none)."}, e.moe_aux_loss_coeff);
   f(FieldSpec{"moe_z_loss_coeff", "--moe-z-loss-coeff", K::kValue, "Coefficient of the router z-loss."}, e.moe_z_loss_coeff);
   f(FieldSpec{"moe_input_jitter_eps", "--moe-input-jitter-eps", K::kValue, "Multiplicative jitter of the router input."}, e.moe_input_jitter_eps);
   f(FieldSpec{"moe_per_layer_logging", "--moe-per-layer-logging", K::kStoreTrue, "Log each MoE layer's auxiliary losses."}, e.moe_per_layer_logging);
   f(FieldSpec{"moe_token_dispatcher_type", "--moe-token-dispatcher-type", K::kValue, "allgather or alltoall.", DumpStyle::kPlain, {kDispatcherChoices, kImplementedDispatchers}}, e.moe_token_dispatcher_type);
-  f(FieldSpec{"moe_permute_fusion", "--moe-permute-fusion", K::kStoreTrue, "Fused token permutation (a kernel choice; no effect here)."}, e.moe_permute_fusion);
+  f(FieldSpec{"moe_permute_fusion", "--moe-permute-fusion", K::kStoreTrue, "Fused token permutation (a kernel choice; no effect here).", DumpStyle::kPlain, {}, kKernelChoice}, e.moe_permute_fusion);
   f(FieldSpec{"moe_expert_capacity_factor", "--moe-expert-capacity-factor", K::kValue, "Tokens per expert as a multiple of an even share (none: dropless)."}, e.moe_expert_capacity_factor);
   f(FieldSpec{"moe_pad_expert_input_to_capacity", "--moe-pad-expert-input-to-capacity", K::kStoreTrue, "Every expert computes exactly its capacity of tokens."}, e.moe_pad_expert_input_to_capacity);
   f(FieldSpec{"moe_token_drop_policy", "--moe-token-drop-policy", K::kValue, "probs or position: which tokens an expert over capacity keeps."}, e.moe_token_drop_policy);
@@ -181,12 +186,12 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"data_cache_path", "--data-cache-path", K::kValue, "Folder for the dataset index caches."}, d.data_cache_path);
   f(FieldSpec{"dataloader_type", "--dataloader-type", K::kValue, "single in this build.", DumpStyle::kPlain, {kDataloaderChoices, kImplementedDataloaders}}, d.dataloader_type);
   f(FieldSpec{"num_workers", "--num-workers", K::kValue, "GPU ranks: micro-batches read ahead on a background thread, 2 per worker; 0 reads them on the training thread. CPU ranks read on the training thread (a thread would take cores from the computation)."}, d.num_workers);
-  f(FieldSpec{"num_dataset_builder_threads", "--num-dataset-builder-threads", K::kValue, "Threads building dataset indices."}, d.num_dataset_builder_threads);
+  f(FieldSpec{"num_dataset_builder_threads", "--num-dataset-builder-threads", K::kValue, "Threads building dataset indices.", DumpStyle::kPlain, {}, "each rank builds its datasets' indices on one thread"}, d.num_dataset_builder_threads);
   f(FieldSpec{"mid_level_dataset_surplus", "--mid-level-dataset-surplus", K::kValue, "Extra samples built per blended dataset."}, d.mid_level_dataset_surplus);
   f(FieldSpec{"reset_position_ids", "--reset-position-ids", K::kStoreTrue, "Restart position ids after each end-of-document token."}, d.reset_position_ids);
   f(FieldSpec{"reset_attention_mask", "--reset-attention-mask", K::kStoreTrue, "No attention across end-of-document tokens."}, d.reset_attention_mask);
   f(FieldSpec{"eod_mask_loss", "--eod-mask-loss", K::kStoreTrue, "No loss on end-of-document tokens."}, d.eod_mask_loss);
-  f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader."}, d.create_attention_mask_in_dataloader);
+  f(FieldSpec{"create_attention_mask_in_dataloader", "--no-create-attention-mask-in-dataloader", K::kStoreFalse, "Do not build attention masks in the data loader.", DumpStyle::kPlain, {}, "the model builds the masks it needs itself"}, d.create_attention_mask_in_dataloader);
 
   auto& k = a.tokenizer;
   f(FieldSpec{"tokenizer_type", "--tokenizer-type", K::kValue, "GPT2BPETokenizer, HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer.", DumpStyle::kPlain, {tokenizer::kMegatronTokenizerTypes, {}}}, k.tokenizer_type);
@@ -248,7 +253,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"overlap_param_gather", "--overlap-param-gather", K::kStoreTrue, "Overlap the parameter all-gather (distributed optimizer)."}, p.overlap_param_gather);
   f(FieldSpec{"overlap_p2p_comm", "--no-overlap-p2p-communication", K::kStoreFalse, "Do not overlap pipeline communication."}, p.overlap_p2p_comm);
   f(FieldSpec{"use_tp_pp_dp_mapping", "--use-tp-pp-dp-mapping", K::kStoreTrue, "Rank order tp-cp-ep-pp-dp."}, p.use_tp_pp_dp_mapping);
-  f(FieldSpec{"distributed_backend", "--distributed-backend", K::kValue, "nccl or gloo.", DumpStyle::kPlain, {kDistributedBackendChoices, {}}}, p.distributed_backend);
+  f(FieldSpec{"distributed_backend", "--distributed-backend", K::kValue, "nccl or gloo.", DumpStyle::kPlain, {kDistributedBackendChoices, {}}, "ranks use NCCL on GPUs and MPI on CPUs, chosen by the device"}, p.distributed_backend);
   f(FieldSpec{"distributed_timeout_minutes", "--distributed-timeout-minutes", K::kValue, "Collective timeout in minutes."}, p.distributed_timeout_minutes);
   f(FieldSpec{"local_rank", "--local-rank", K::kValue, "Local rank (default: LOCAL_RANK)."}, p.local_rank);
   f(FieldSpec{"world_size", "", K::kDerived, ""}, p.world_size);
@@ -263,11 +268,11 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"min_loss_scale", "--min-loss-scale", K::kValue, "Minimum dynamic loss scale."}, x.min_loss_scale);
   f(FieldSpec{"loss_scale_window", "--loss-scale-window", K::kValue, "Iterations between loss scale increases.", DumpStyle::kIntWhenDefault}, x.loss_scale_window);
   f(FieldSpec{"hysteresis", "--hysteresis", K::kValue, "Overflows tolerated before lowering the scale."}, x.hysteresis);
-  f(FieldSpec{"attention_softmax_in_fp32", "--attention-softmax-in-fp32", K::kStoreTrue, "Attention softmax in fp32."}, x.attention_softmax_in_fp32);
-  f(FieldSpec{"apply_query_key_layer_scaling", "--apply-query-key-layer-scaling", K::kStoreTrue, "Scale Q*K^T by 1/layer (softmax in fp32)."}, x.apply_query_key_layer_scaling);
+  f(FieldSpec{"attention_softmax_in_fp32", "--attention-softmax-in-fp32", K::kStoreTrue, "Attention softmax in fp32.", DumpStyle::kPlain, {}, "the attention softmax always computes in fp32 here"}, x.attention_softmax_in_fp32);
+  f(FieldSpec{"apply_query_key_layer_scaling", "--apply-query-key-layer-scaling", K::kStoreTrue, "Scale Q*K^T by 1/layer (softmax in fp32).", DumpStyle::kPlain, {}, "with the softmax in fp32 (always so here) the scaling cancels out"}, x.apply_query_key_layer_scaling);
   f(FieldSpec{"accumulate_allreduce_grads_in_fp32", "--accumulate-allreduce-grads-in-fp32", K::kStoreTrue, "Accumulate and reduce gradients in fp32."}, x.accumulate_allreduce_grads_in_fp32);
   f(FieldSpec{"grad_reduce_in_bf16", "--grad-reduce-in-bf16", K::kStoreTrue, "Reduce gradients in bf16."}, x.grad_reduce_in_bf16);
-  f(FieldSpec{"fp16_lm_cross_entropy", "--fp16-lm-cross-entropy", K::kStoreTrue, "Cross entropy in fp16."}, x.fp16_lm_cross_entropy);
+  f(FieldSpec{"fp16_lm_cross_entropy", "--fp16-lm-cross-entropy", K::kStoreTrue, "Cross entropy in fp16.", DumpStyle::kPlain, {}, "the cross entropy always computes in fp32 here"}, x.fp16_lm_cross_entropy);
   f(FieldSpec{"fp32_residual_connection", "--fp32-residual-connection", K::kStoreTrue, "Residual stream in fp32."}, x.fp32_residual_connection);
   f(FieldSpec{"fp8", "--fp8-format", K::kValue, "FP8 format (e4m3 or hybrid).", DumpStyle::kPlain, {kFp8FormatChoices, {}}}, x.fp8);
   f(FieldSpec{"params_dtype", "", K::kDerived, ""}, x.params_dtype);

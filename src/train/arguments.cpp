@@ -251,10 +251,15 @@ Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptio
     const auto it = raw.find("!" + std::string(flag.flags));
     if (it != raw.end()) state.problems.push_back(it->second.flag + " is not supported by this build yet: " + std::string(flag.why));
   }
-  for (const auto& flag : detail::ignored_flags()) {
-    const auto it = raw.find("~" + std::string(flag.flags));
-    if (it != raw.end()) state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(flag.why));
-  }
+  // Flags that change nothing here, catalogued (no field) or fields: one warning each.
+  const auto ignored = [&](const std::string& key, std::string_view why) {
+    const auto it = raw.find(key);
+    if (it != raw.end()) state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(why));
+  };
+  for (const auto& flag : detail::ignored_flags()) ignored("~" + std::string(flag.flags), flag.why);
+  detail::for_each_field(result, [&](const FieldSpec& spec, const auto&) {
+    if (!spec.no_effect.empty()) ignored(std::string(spec.dest), spec.no_effect);
+  });
   std::map<std::string, std::string, std::less<>> legacy_given;
   for (const auto& flag : detail::legacy_flags()) {
     const auto it = raw.find("^" + std::string(flag.flag));

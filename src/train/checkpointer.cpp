@@ -6,7 +6,7 @@
 #include <ostream>
 #include <set>
 
-#include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/optim/optimizer_state_piece.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/checkpoint/saved_run.h"
 #include "megatron/checkpoint/shard_name.h"
@@ -14,6 +14,7 @@
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"
 #include "megatron/parallel/parallel_state.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 #include "megatron/train/training_log.h"
 
 namespace megatron::train {
@@ -32,6 +33,10 @@ std::unique_ptr<OutputLock> take_save_folder(const std::string& save, std::ostre
   const auto removed = checkpoint::remove_stale_temporaries(save, lock->note().empty());
   if (!removed.empty()) out << describe_removed_temporaries(removed) << "\n";
   return lock;
+}
+
+std::unique_ptr<OutputLock> take_save_folder(const RunPlan& plan, int rank, std::ostream& out) {
+  return plan.checkpoint.save && rank == 0 ? take_save_folder(*plan.checkpoint.save, out) : nullptr;
 }
 
 Checkpointer::Checkpointer(const CheckpointPlan& plan, const parallel::ParallelContext& pc, bool distributed_optimizer,
@@ -53,6 +58,27 @@ void Checkpointer::write_run_config(const nlohmann::json& config) const {
   const std::string text = config.dump(2) + "\n";
   file.write(text.data(), text.size());
   file.commit();
+}
+
+void Checkpointer::carry_tokenizer(const tokenizer::TokenizerOptions& tokenizer) {
+  if (plan_.save && plan_.save_tokenizer_assets && ps_.rank() == 0) {
+    tokenizer_files_ = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer));
+  }
+}
+
+void Checkpointer::save(const RunStateRefs& run, const nlohmann::json& run_config) {
+  checkpoint::CheckpointState state;
+  run.counters.write_to(state);
+  state.scheduler_num_steps = run.scheduler.num_steps();
+  state.scheduler = run.scheduler.state();
+  state.optimizer_steps = run.optimizer.step_count();
+  state.config = run_config;
+  state.tokenizer_files = tokenizer_files_;
+  state.model = run.model;
+  if (const optim::LossScaler* scaler = run.optimizer.scaler()) state.grad_scaler = scaler->state();
+  if (plan_.save_optimizer) state.optimizer = run.optimizer.state();
+  if (plan_.save_rng) state.rng = {{"default", run.default_gen.get_state()}, {"model_parallel", run.model_parallel_gen.get_state()}};
+  save(state);
 }
 
 void Checkpointer::save(const checkpoint::CheckpointState& state) {
@@ -108,6 +134,38 @@ void Checkpointer::committed(std::int64_t iteration) {
   } catch (const std::exception& e) {
     log_.warning(std::string(e.what()) + "; training goes on");
   }
+}
+
+void Checkpointer::restore(const LoadTarget& target, const RunStateRefs& run) const {
+  const auto state = load(target);
+  if (!state) return;
+  run.optimizer.reload_model_params();
+  if (!plan_.finetune) {
+    run.counters = TrainState::read_from(*state);
+    if (state->scheduler.is_null()) {
+      run.scheduler.set_num_steps(state->scheduler_num_steps);  // a checkpoint that records only the count
+    } else {
+      const std::string folder = checkpoint::iteration_folder(*plan_.load, state->iteration);
+      for (const auto& line : run.scheduler.load_state(state->scheduler, plan_.saved_schedule, folder)) {
+        log_.record(kLogInfo, "megatron.core.optimizer_param_scheduler", line);
+      }
+    }
+    if (plan_.load_optimizer) {
+      // Every DP rank's pieces of this shard's state; the optimizer keeps what this layout owns.
+      parallel::NamedTensors pieces;
+      for (const auto& part : state->optimizer_parts) pieces.insert(pieces.end(), part.begin(), part.end());
+      run.optimizer.load_state(pieces, state->optimizer_steps);
+      if (optim::LossScaler* scaler = run.optimizer.scaler(); scaler && !state->grad_scaler.is_null()) {
+        scaler->load_state(state->grad_scaler);
+      }
+    }
+    for (const auto& [name, t] : state->rng) {
+      if (name == "default") run.default_gen.set_state(t);
+      if (name == "model_parallel") run.model_parallel_gen.set_state(t);
+    }
+  }
+  out_ << " successfully loaded checkpoint from " << *plan_.load << " [ t " << ps_.tp_rank() + 1 << "/" << ps_.tp()
+       << ", p " << ps_.pp_rank() + 1 << "/" << ps_.pp() << " ] at iteration " << run.counters.iteration << std::endl;
 }
 
 std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& target) const {
@@ -191,7 +249,7 @@ void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::i
       const bool experts = e == ps_.ep_rank() && t % ps_.expert_tp() == ps_.expert_tp_rank();
       if (!dense && !experts) continue;
       const checkpoint::TensorFilter mine = [&](const std::string& name, std::int64_t numel) {
-        const auto piece = checkpoint::parse_optimizer_state_piece(name);
+        const auto piece = optim::parse_optimizer_state_piece(name);
         if ((piece && expert_params.contains(piece->param)) ? !experts : !dense) return false;
         return !target.optimizer_pieces || target.optimizer_pieces(name, numel);
       };

@@ -55,11 +55,14 @@ std::int64_t total_train_iters(const Arguments& args) {
   return *t.train_samples / t.global_batch_size;
 }
 
-SchedulerSteps scheduler_steps(const Arguments& args) {
+optim::SchedulerConfig scheduler_config(const Arguments& args) {
   const auto& t = args.training;
   const auto& s = args.scheduler;
   const std::int64_t gbs = t.global_batch_size;
-  SchedulerSteps steps;
+  optim::SchedulerConfig steps;
+  steps.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
+  steps.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
+  steps.wd_incr_style = args.optimizer.weight_decay_incr_style;
   steps.max_lr = args.optimizer.lr.value_or(0.0);
   steps.min_lr = args.optimizer.min_lr;
   steps.init_lr = s.lr_warmup_init;
@@ -67,15 +70,15 @@ SchedulerSteps scheduler_steps(const Arguments& args) {
   steps.wsd_decay_style = s.lr_wsd_decay_style;
   if (t.train_iters) {
     steps.decay_steps = s.lr_decay_iters.value_or(*t.train_iters) * gbs;
-    steps.weight_decay_incr_steps = *t.train_iters * gbs;
+    steps.wd_incr_steps = *t.train_iters * gbs;
     if (s.lr_wsd_decay_iters) steps.wsd_decay_steps = *s.lr_wsd_decay_iters * gbs;
     steps.warmup_steps = s.lr_warmup_fraction ? *s.lr_warmup_fraction * static_cast<double>(steps.decay_steps)
                                               : static_cast<double>(s.lr_warmup_iters * gbs);
   } else {
     MEGATRON_ASSERT(t.train_samples.has_value(), "arguments are not resolved");
     steps.decay_steps = s.lr_decay_samples.value_or(*t.train_samples);
-    steps.weight_decay_incr_steps = *t.train_samples;
-    steps.wsd_decay_steps = s.lr_wsd_decay_samples;
+    steps.wd_incr_steps = *t.train_samples;
+    steps.wsd_decay_steps = s.lr_wsd_decay_samples.value_or(0);
     steps.warmup_steps = s.lr_warmup_fraction ? *s.lr_warmup_fraction * static_cast<double>(steps.decay_steps)
                                               : static_cast<double>(s.lr_warmup_samples);
   }

@@ -79,8 +79,6 @@ constexpr CataloguedFlag kUnsupported[] = {
     {"--log-batch-size-to-tensorboard", K::kStoreTrue, "an older Megatron flag: the batch size is always written to TensorBoard"},
 };
 
-constexpr std::string_view kKernelChoice = "a kernel choice in Megatron; this build picks its own kernels";
-
 constexpr CataloguedFlag kIgnored[] = {
     {"--use-mcore-models", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
     {"--no-async-tensor-model-parallel-allreduce", K::kStoreTrue, "deprecated and ignored by Megatron as well"},

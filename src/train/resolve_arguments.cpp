@@ -272,25 +272,8 @@ void Resolver::model() {
     check(m.ffn_hidden_size % tp == 0, "--ffn-hidden-size (" + num(std::int64_t{m.ffn_hidden_size}) +
                                            ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) + ")");
   }
-  if (seq && max_pos && m.max_position_embeddings < m.seq_length) {
-    problem("max_position_embeddings (" + num(std::int64_t{m.max_position_embeddings}) +
-            ") must be greater than or equal to seq_length (" + num(std::int64_t{m.seq_length}) +
-            "): raise --max-position-embeddings or lower --seq-length");
-  }
-  if (seq && tp > 1 && a_.parallel.sequence_parallel) {
-    check(m.seq_length % tp == 0, "--seq-length (" + num(std::int64_t{m.seq_length}) +
-                                      ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) +
-                                      ") with --sequence-parallel");
-  }
+  if (seq) sequence_length(max_pos, tp);
   if (const int cp = a_.parallel.context_parallel_size; cp > 1) {
-    if (seq) {
-      check(m.seq_length % (2 * cp) == 0,
-            "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
-      // Each rank's 2 chunks are split again over TP by sequence parallelism.
-      check(!(tp > 1 && a_.parallel.sequence_parallel) || m.seq_length % (2 * cp * tp) == 0,
-            "--seq-length (" + num(std::int64_t{m.seq_length}) + ") must be a multiple of 2 x --context-parallel-size x " +
-                "--tensor-model-parallel-size (" + num(std::int64_t{2 * cp * tp}) + ") with --sequence-parallel");
-    }
     unsupported(a_.data.reset_attention_mask, "--reset-attention-mask with --context-parallel-size " + num(std::int64_t{cp}),
                 "context-parallel attention is plain causal");
   }
@@ -305,6 +288,30 @@ void Resolver::model() {
   unsupported(!m.add_bias_linear && m.add_qkv_bias, "--add-qkv-bias with --disable-bias-linear", "a bias on QKV only");
   if (m.add_bias_linear) m.add_qkv_bias = true;
   recompute();
+}
+
+// The sequence length against the positions, sequence parallelism and context parallelism (a
+// valid --seq-length; `max_pos`: a valid --max-position-embeddings).
+void Resolver::sequence_length(bool max_pos, int tp) {
+  const auto& m = a_.model;
+  if (max_pos && m.max_position_embeddings < m.seq_length) {
+    problem("max_position_embeddings (" + num(std::int64_t{m.max_position_embeddings}) +
+            ") must be greater than or equal to seq_length (" + num(std::int64_t{m.seq_length}) +
+            "): raise --max-position-embeddings or lower --seq-length");
+  }
+  if (tp > 1 && a_.parallel.sequence_parallel) {
+    check(m.seq_length % tp == 0, "--seq-length (" + num(std::int64_t{m.seq_length}) +
+                                      ") must be divisible by --tensor-model-parallel-size (" + num(std::int64_t{tp}) +
+                                      ") with --sequence-parallel");
+  }
+  if (const int cp = a_.parallel.context_parallel_size; cp > 1) {
+    check(m.seq_length % (2 * cp) == 0,
+          "--seq-length should be a multiple of 2 * --context-parallel-size if context-parallel-size > 1");
+    // Each rank's 2 chunks are split again over TP by sequence parallelism.
+    check(!(tp > 1 && a_.parallel.sequence_parallel) || m.seq_length % (2 * cp * tp) == 0,
+          "--seq-length (" + num(std::int64_t{m.seq_length}) + ") must be a multiple of 2 x --context-parallel-size x " +
+              "--tensor-model-parallel-size (" + num(std::int64_t{2 * cp * tp}) + ") with --sequence-parallel");
+  }
 }
 
 // Megatron's recomputation rules (validate_args and TransformerConfig.__post_init__).

@@ -73,6 +73,7 @@ class Resolver {
   void precision();
   void iterations();
   void recompute();
+  void sequence_length(bool max_pos, int tp);
   void model();
   void moe();
   void optimizer();

@@ -85,7 +85,7 @@ void Resolver::schedule() {
           "--lr-decay-style WSD needs the length of its annealing phase: --lr-wsd-decay-iters (or --lr-wsd-decay-samples)");
   }
   if (!iters_ok_ || !gbs_ok_ || state_.problems.size() != problems_before) return;
-  const SchedulerSteps steps = scheduler_steps(a_);
+  const optim::SchedulerConfig steps = scheduler_config(a_);
   if (steps.decay_steps <= 0) {
     problem("the learning rate decays over " + num(steps.decay_steps) + " samples; --lr-decay-iters/--lr-decay-samples must be positive");
   } else if (steps.warmup_steps >= static_cast<double>(steps.decay_steps)) {

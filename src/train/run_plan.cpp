@@ -11,24 +11,6 @@
 namespace megatron::train {
 namespace {
 
-optim::SchedulerConfig scheduler_config(const Arguments& args) {
-  const SchedulerSteps s = scheduler_steps(args);
-  optim::SchedulerConfig c;
-  c.max_lr = s.max_lr;
-  c.min_lr = s.min_lr;
-  c.init_lr = s.init_lr;
-  c.warmup_steps = s.warmup_steps;
-  c.decay_steps = s.decay_steps;
-  c.decay_style = s.decay_style;
-  c.wsd_decay_steps = s.wsd_decay_steps.value_or(0);
-  c.wsd_decay_style = s.wsd_decay_style;
-  c.start_wd = args.optimizer.start_weight_decay.value_or(args.optimizer.weight_decay);
-  c.end_wd = args.optimizer.end_weight_decay.value_or(args.optimizer.weight_decay);
-  c.wd_incr_steps = s.weight_decay_incr_steps;
-  c.wd_incr_style = args.optimizer.weight_decay_incr_style;
-  return c;
-}
-
 PipelinePlan pipeline_plan(const Arguments& args) {
   const ParallelArgs& p = args.parallel;
   PipelinePlan plan;
@@ -80,36 +62,31 @@ PrecisionPlan precision_plan(const PrecisionArgs& x) {
   return plan;
 }
 
-}  // namespace
-
-RunPlan make_run_plan(const Arguments& args) {
-  RunPlan plan;
-  plan.arguments = nlohmann::json::parse(to_json(args));
+parallel::ParallelConfig parallel_config(const Arguments& args) {
   const ParallelArgs& p = args.parallel;
-  plan.parallel = parallel::ParallelConfig{p.world_size,
-                                           p.tensor_model_parallel_size,
-                                           p.pipeline_model_parallel_size,
-                                           p.context_parallel_size,
-                                           p.use_tp_pp_dp_mapping,
-                                           p.expert_model_parallel_size,
-                                           // Without experts their TP size is moot (Megatron keeps it unused).
-                                           args.moe.num_experts ? p.expert_tensor_parallel_size.value_or(0) : 0};
-  plan.distributed_timeout_minutes = p.distributed_timeout_minutes;
-  plan.pipeline = pipeline_plan(args);
-  plan.precision = precision_plan(args.precision);
-  plan.ddp.overlap_grad_reduce = p.overlap_grad_reduce;
-  plan.ddp.use_distributed_optimizer = p.use_distributed_optimizer;
-  plan.ddp.bucket_size = p.ddp_bucket_size;
-  plan.ddp.disable_bucketing = plan.pipeline.chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
-  plan.ddp.grad_in_fp32 = plan.precision.grad_in_fp32;
-  plan.model = model_config(args);
-  plan.vocab = vocab_plan(args);
-  plan.tokenizer = tokenizer::TokenizerOptions::from_json(plan.arguments);
-  plan.data = data_plan(args);
-  plan.adam = optim::AdamWConfig{args.optimizer.adam_beta1, args.optimizer.adam_beta2, args.optimizer.adam_eps};
-  plan.scheduler = scheduler_config(args);
+  return {p.world_size,
+          p.tensor_model_parallel_size,
+          p.pipeline_model_parallel_size,
+          p.context_parallel_size,
+          p.use_tp_pp_dp_mapping,
+          p.expert_model_parallel_size,
+          // Without experts their TP size is moot (Megatron keeps it unused).
+          args.moe.num_experts ? p.expert_tensor_parallel_size.value_or(0) : 0};
+}
 
-  LoopPlan& loop = plan.loop;
+parallel::DataParallelConfig ddp_config(const Arguments& args, const PipelinePlan& pipeline, const PrecisionPlan& precision) {
+  const ParallelArgs& p = args.parallel;
+  parallel::DataParallelConfig ddp;
+  ddp.overlap_grad_reduce = p.overlap_grad_reduce;
+  ddp.use_distributed_optimizer = p.use_distributed_optimizer;
+  ddp.bucket_size = p.ddp_bucket_size;
+  ddp.disable_bucketing = pipeline.chunks > 1;  // Megatron buckets only the first chunk; one buffer holds them all
+  ddp.grad_in_fp32 = precision.grad_in_fp32;
+  return ddp;
+}
+
+LoopPlan loop_plan(const Arguments& args) {
+  LoopPlan loop;
   loop.train_iters = total_train_iters(args);
   loop.global_batch_size = args.training.global_batch_size;
   loop.micro_batch_size = args.training.micro_batch_size;
@@ -122,13 +99,20 @@ RunPlan make_run_plan(const Arguments& args) {
   loop.eval_iters = args.logging.eval_iters;
   // PyTorch's DataLoader prefetches two batches per worker; 0 workers read on the training thread.
   loop.prefetch = 2 * args.data.num_workers;
+  return loop;
+}
 
-  if (args.training.exit_signal_handler) plan.exit.signal = parse_signal_name(args.training.exit_signal, "--exit-signal");
-  plan.exit.interval = args.training.exit_interval;
-  plan.exit.duration_in_mins = args.training.exit_duration_in_mins;
+ExitPlan exit_plan(const Arguments& args) {
+  ExitPlan exit;
+  if (args.training.exit_signal_handler) exit.signal = parse_signal_name(args.training.exit_signal, "--exit-signal");
+  exit.interval = args.training.exit_interval;
+  exit.duration_in_mins = args.training.exit_duration_in_mins;
+  return exit;
+}
 
+CheckpointPlan checkpoint_plan(const Arguments& args) {
   const CheckpointArgs& k = args.checkpoint;
-  CheckpointPlan& ckpt = plan.checkpoint;
+  CheckpointPlan ckpt;
   ckpt.save = k.save;
   ckpt.load = k.load;
   ckpt.save_interval = k.save_interval;
@@ -143,9 +127,12 @@ RunPlan make_run_plan(const Arguments& args) {
                                                                            : optim::SavedSchedule::kMustMatch;
   ckpt.async_save = k.async_save;
   ckpt.retention = checkpoint::RetentionPolicy{k.save_retain_interval, k.keep_last_checkpoints};
+  return ckpt;
+}
 
+TensorBoardPlan tensorboard_plan(const Arguments& args) {
   const LoggingArgs& l = args.logging;
-  TensorBoardPlan& tb = plan.tensorboard;
+  TensorBoardPlan tb;
   tb.dir = l.tensorboard_dir;
   tb.queue_size = static_cast<int>(l.tensorboard_queue_size);
   tb.log_interval = l.tensorboard_log_interval;
@@ -155,13 +142,38 @@ RunPlan make_run_plan(const Arguments& args) {
   tb.loss_scale = l.log_loss_scale_to_tensorboard;
   tb.world_size = l.log_world_size_to_tensorboard;
   tb.moe_per_layer_logging = args.moe.moe_per_layer_logging;
-  // Megatron's precedence: the flag, then the environment, then INFO. Any int is a level (Python's).
-  if (l.logging_level) {
-    plan.logging_level = static_cast<int>(std::clamp<std::int64_t>(*l.logging_level, INT_MIN, INT_MAX));
-  } else if (const auto level = log_level_from_environment()) {
-    plan.logging_level = *level;
-  }
+  return tb;
+}
 
+// Megatron's precedence: the flag, then the environment, then INFO. Any int is a level (Python's).
+int logging_level(const Arguments& args) {
+  if (const auto& level = args.logging.logging_level) {
+    return static_cast<int>(std::clamp<std::int64_t>(*level, INT_MIN, INT_MAX));
+  }
+  return log_level_from_environment().value_or(kLogInfo);
+}
+
+}  // namespace
+
+RunPlan make_run_plan(const Arguments& args) {
+  RunPlan plan;
+  plan.arguments = nlohmann::json::parse(to_json(args));
+  plan.parallel = parallel_config(args);
+  plan.distributed_timeout_minutes = args.parallel.distributed_timeout_minutes;
+  plan.pipeline = pipeline_plan(args);
+  plan.precision = precision_plan(args.precision);
+  plan.ddp = ddp_config(args, plan.pipeline, plan.precision);
+  plan.model = model_config(args);
+  plan.vocab = vocab_plan(args);
+  plan.tokenizer = tokenizer::TokenizerOptions::from_json(plan.arguments);
+  plan.data = data_plan(args);
+  plan.adam = optim::AdamWConfig{args.optimizer.adam_beta1, args.optimizer.adam_beta2, args.optimizer.adam_eps};
+  plan.scheduler = scheduler_config(args);
+  plan.loop = loop_plan(args);
+  plan.exit = exit_plan(args);
+  plan.checkpoint = checkpoint_plan(args);
+  plan.tensorboard = tensorboard_plan(args);
+  plan.logging_level = logging_level(args);
   plan.argument_dump = format_argument_dump(args);
   return plan;
 }

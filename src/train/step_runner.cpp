@@ -119,10 +119,7 @@ void StepRunner::report_moe_losses(StepReport& report) const {
   }
 }
 
-StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double lr, double wd) {
-  const parallel::ParallelState& ps = *pc_.state;
-  model_.ddp->zero_grad();
-  const auto [loss_sum, tokens] = run_microbatches(reader, true, iteration);
+void StepRunner::finalize_grads() {
   model_.ddp->finish_grad_sync();
   parallel::allreduce_sequence_parallel_grads(*model_.ddp);
   parallel::allreduce_shared_embedding_grads(*model_.ddp);
@@ -131,6 +128,13 @@ StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double
     for (const model::MoeLayer* moe : chunk->moe_layers()) routers.push_back(&moe->router());
   }
   model::update_expert_biases(routers, pc_);
+}
+
+StepReport StepRunner::train(BatchReader* reader, std::int64_t iteration, double lr, double wd) {
+  const parallel::ParallelState& ps = *pc_.state;
+  model_.ddp->zero_grad();
+  const auto [loss_sum, tokens] = run_microbatches(reader, true, iteration);
+  finalize_grads();
   StepReport report;
   report_moe_losses(report);
   // The loss exists on the last pipeline stage, which prints it.

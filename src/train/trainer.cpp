@@ -59,12 +59,17 @@ class Trainer {
   TrainingResult run(const std::vector<std::string>& startup_messages);
 
  private:
+  // DESIGN 5.1's set-up, in Megatron's order of its log lines.
   void setup(const std::vector<std::string>& startup_messages);
+  std::unique_ptr<OutputLock> start(const std::vector<std::string>& startup_messages);
+  std::unique_ptr<tokenizer::Tokenizer> build_tokenizer();
+  void build_parallel_state();
+  void build_model_and_optimizer(std::unique_ptr<OutputLock> save_lock);
+  void build_data();
   void build_datasets();
   std::unique_ptr<IterationLogger> make_logger();
-  // --load: the parameters, and unless --finetune the counters, scheduler, optimizer and RNG state.
-  void load_checkpoint();
-  checkpoint::CheckpointState checkpoint_state() const;
+  Checkpointer::LoadTarget load_target();
+  RunStateRefs run_state();
   BatchReaderOptions reader_options() const;
   void train_step();
   // The mean loss over --eval-iters steps of `dataset` from its `consumed` samples (advanced).
@@ -78,7 +83,7 @@ class Trainer {
   void save_if_new();
   nlohmann::json run_config() const;
 
-  const RunPlan& plan_;
+  RunPlan plan_;  // completed with the model's padded vocabulary once the tokenizer is known
   parallel::Communicator& comm_;
   NullStream null_;
   std::ostream& out_;   // rank 0's lines (Megatron's print_rank_0)
@@ -86,12 +91,9 @@ class Trainer {
   std::ostream& any_;   // lines every rank prints
   Log log_;             // rank 0's messages (warnings, notes), at the run's --logging-level
   ExitPolicy exit_policy_;  // installs the exit signal's handler first: a SIGTERM during a long load is a clean stop
-  std::unique_ptr<OutputLock> save_lock_;  // rank 0, with --save
   std::unique_ptr<parallel::ParallelState> ps_;
   parallel::ParallelContext pc_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::shared_ptr<const checkpoint::AssetFiles> tokenizer_files_;  // rank 0 of a run that saves
-  model::ModelConfig model_config_;  // the run's model, its vocabulary padded for the tokenizer
   std::unique_ptr<Generators> gens_;
   at::Device device_ = at::kCPU;  // the GPU of this rank's local rank, or the CPU
   parallel::PipelineLayout layout_;  // the layer split over stages and chunks
@@ -111,20 +113,47 @@ class Trainer {
 };
 
 void Trainer::setup(const std::vector<std::string>& startup_messages) {
+  std::unique_ptr<OutputLock> save_lock = start(startup_messages);
+  tokenizer_ = build_tokenizer();
+  build_parallel_state();
+  report_ = std::make_unique<StartupReport>(comm_, *pc_.world, out_, last_);
+  report_->initialized();
+  report_->start("model-and-optimizer-setup");
+  build_model_and_optimizer(std::move(save_lock));
+  checkpointer_->restore(load_target(), run_state());
+  checkpointer_->check_save_folder(plan_.model, state_.iteration);
+  report_->stop("model-and-optimizer-setup");
+  report_->datetime("after model, optimizer, and learning rate scheduler are built");
+  report_->start("train/valid/test-data-iterators-setup");
+  build_data();
+  report_->stop("train/valid/test-data-iterators-setup");
+  report_->datetime("after dataloaders are built");
+  checkpointer_->write_run_config(run_config());
+}
+
+// Before anything is built from the flags: the collective timeout, every rank's flags the same,
+// rank 0's --save locked; then Megatron's first lines.
+std::unique_ptr<OutputLock> Trainer::start(const std::vector<std::string>& startup_messages) {
   comm_.set_timeout(std::chrono::minutes(plan_.distributed_timeout_minutes));
-  check_ranks_agree(plan_.arguments, comm_);  // before anything is built from the flags
-  if (plan_.checkpoint.save && comm_.rank() == 0) save_lock_ = take_save_folder(*plan_.checkpoint.save, out_);
+  check_ranks_agree(plan_.arguments, comm_);
+  std::unique_ptr<OutputLock> save_lock = take_save_folder(plan_, comm_.rank(), out_);
   for (const auto& line : startup_messages) log_.line(line);
   out_ << plan_.argument_dump;
+  return save_lock;
+}
+
+// The tokenizer, and the model's vocabulary padded for it (the plan is complete from here on).
+std::unique_ptr<tokenizer::Tokenizer> Trainer::build_tokenizer() {
   out_ << "> building " << plan_.tokenizer.type_name() << " tokenizer ..." << std::endl;
-  tokenizer_ = tokenizer::build_tokenizer(plan_.tokenizer);
-  if (plan_.checkpoint.save && plan_.checkpoint.save_tokenizer_assets && comm_.rank() == 0) {
-    tokenizer_files_ = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(plan_.tokenizer));
-  }
-  const auto vocab = static_cast<std::int64_t>(tokenizer_->vocab_size());
-  model_config_ = plan_.model;
-  model_config_.padded_vocab_size = plan_.vocab.padded(vocab);
-  out_ << format_padded_vocab_line(vocab, model_config_.padded_vocab_size) << "\n";
+  auto tokenizer = tokenizer::build_tokenizer(plan_.tokenizer);
+  const auto vocab = static_cast<std::int64_t>(tokenizer->vocab_size());
+  plan_.model.padded_vocab_size = plan_.vocab.padded(vocab);
+  out_ << format_padded_vocab_line(vocab, plan_.model.padded_vocab_size) << "\n";
+  return tokenizer;
+}
+
+// The rank grid and its communicators, this rank's device, the iteration logger and the seeds.
+void Trainer::build_parallel_state() {
   out_ << "> initializing torch distributed ... (" << comm_.backend() << ")" << std::endl;
   ps_ = std::make_unique<parallel::ParallelState>(plan_.parallel, comm_.rank());
   pc_ = parallel::ParallelContext::create(*ps_, comm_);
@@ -133,25 +162,21 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
   device_ = kernels::select_device(comm_.local_rank());
   out_ << "> training on " << kernels::describe_device(device_) << " in " << plan_.precision.params_name
        << (device_.is_cpu() ? " (no usable GPU: CPU ranks)" : " (one GPU per rank, by local rank)") << std::endl;
-  const model::ModelConfig& m = model_config_;
-  flops_per_iteration_ = flops_per_batch({m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads,
-                                          m.num_query_groups, m.kv_channels, m.padded_vocab_size, m.seq_length,
-                                          m.swiglu, m.moe.num_moe_layers(m.num_layers), m.moe.router_topk,
-                                          m.moe.expert_ffn_hidden_size(m.ffn_hidden_size),
-                                          m.moe.shared_expert_intermediate_size},
-                                         plan_.loop.global_batch_size);
+  flops_per_iteration_ = flops_per_iteration(plan_);
   logger_ = make_logger();  // after the FLOPs: --log-throughput divides them by the iteration time
   const std::uint64_t seed = plan_.loop.seed;
   out_ << "> setting random seeds to " << seed << " ..." << std::endl;
   gens_ = std::make_unique<Generators>(Generators{kernels::make_generator(device_, ps_->default_seed(seed)),
                                                   kernels::make_generator(device_, ps_->model_parallel_seed(seed))});
-  report_ = std::make_unique<StartupReport>(comm_, *pc_.world, out_, last_);
-  report_->initialized();
-  report_->start("model-and-optimizer-setup");
-  layout_ = plan_.pipeline.layout(model_config_.num_layers, ps_->pp());
-  check_memory_fits(model_config_, rank_share(*ps_, layout_), memory_settings(plan_, model_config_, device_),
+}
+
+// This rank's model (after the memory preflight), its optimizer, scheduler and step runner, and
+// the checkpointer.
+void Trainer::build_model_and_optimizer(std::unique_ptr<OutputLock> save_lock) {
+  layout_ = plan_.pipeline.layout(plan_.model.num_layers, ps_->pp());
+  check_memory_fits(plan_.model, rank_share(*ps_, layout_), memory_settings(plan_, plan_.model, device_),
                     device_memory(device_, comm_.local_size()));
-  model_ = build_rank_model(plan_, model_config_, layout_, *ps_, pc_, device_, any_);
+  model_ = build_rank_model(plan_, plan_.model, layout_, *ps_, pc_, device_, any_);
   optimizer_ = std::make_unique<optim::Optimizer>(*model_.ddp, pc_, plan_.adam, plan_.precision.scaler);
   scheduler_ = std::make_unique<optim::ParamScheduler>(plan_.scheduler);
   std::vector<model::GptModel*> chunks;
@@ -163,14 +188,13 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
                    plan_.tensorboard.moe_per_layer_logging},
       pc_);
   out_ << "setting number of microbatches to constant " << plan_.loop.num_microbatches << std::endl;
-  checkpointer_ = std::make_unique<Checkpointer>(plan_.checkpoint, pc_, plan_.ddp.use_distributed_optimizer, out_,
-                                                 std::move(save_lock_));
+  checkpointer_ = std::make_unique<Checkpointer>(plan_, pc_, out_, std::move(save_lock));
+  checkpointer_->carry_tokenizer(plan_.tokenizer);
   checkpointer_->on_commit([this] { logger_->flush(); });  // a job stopped after a save keeps its curves
-  load_checkpoint();
-  checkpointer_->check_save_folder(model_config_, state_.iteration);
-  report_->stop("model-and-optimizer-setup");
-  report_->datetime("after model, optimizer, and learning rate scheduler are built");
-  report_->start("train/valid/test-data-iterators-setup");
+}
+
+// The datasets, and this rank's reader of the training split from the consumed samples on.
+void Trainer::build_data() {
   build_datasets();
   const std::int64_t train_iters = plan_.loop.train_iters;
   MEGATRON_CHECK(datasets_.train() != nullptr || state_.iteration >= train_iters,
@@ -180,9 +204,6 @@ void Trainer::setup(const std::vector<std::string>& startup_messages) {
                                                   static_cast<std::uint64_t>(state_.consumed_train_samples),
                                                   reader_options());
   }
-  report_->stop("train/valid/test-data-iterators-setup");
-  report_->datetime("after dataloaders are built");
-  checkpointer_->write_run_config(run_config());
 }
 
 // The index caches: rank 0 builds them (or finds them) first; then the first rank of every other
@@ -227,8 +248,8 @@ std::unique_ptr<IterationLogger> Trainer::make_logger() {
 
 nlohmann::json Trainer::run_config() const {
   checkpoint::SavedRun run;
-  run.model = model_config_;
-  run.pipeline = {model_config_.num_layers, plan_.pipeline.chunks, std::nullopt, plan_.pipeline.first_stage_layers,
+  run.model = plan_.model;
+  run.pipeline = {plan_.model.num_layers, plan_.pipeline.chunks, std::nullopt, plan_.pipeline.first_stage_layers,
                   plan_.pipeline.last_stage_layers};
   run.tokenizer = plan_.tokenizer;
   if (!plan_.vocab.padded_vocab_size) run.vocab_padding = {plan_.vocab.make_vocab_size_divisible_by, plan_.vocab.tp};
@@ -236,57 +257,14 @@ nlohmann::json Trainer::run_config() const {
   return run.to_json();
 }
 
-void Trainer::load_checkpoint() {
-  const auto state = checkpointer_->load(
-      {model_.saved, model_.saved_layouts, layout_, model_config_,
-       [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); },
-       model_.saved.size() - model_.params.size()});
-  if (!state) return;
-  optimizer_->reload_model_params();
-  if (!plan_.checkpoint.finetune) {
-    state_ = TrainState::read_from(*state);
-    if (state->scheduler.is_null()) {
-      scheduler_->set_num_steps(state->scheduler_num_steps);  // a checkpoint that records only the count
-    } else {
-      const std::string folder = checkpoint::iteration_folder(*plan_.checkpoint.load, state->iteration);
-      for (const auto& line : scheduler_->load_state(state->scheduler, plan_.checkpoint.saved_schedule, folder)) {
-        log_.record(kLogInfo, "megatron.core.optimizer_param_scheduler", line);
-      }
-    }
-    if (plan_.checkpoint.load_optimizer) {
-      // Every DP rank's pieces of this shard's state; the optimizer keeps what this layout owns.
-      parallel::NamedTensors pieces;
-      for (const auto& part : state->optimizer_parts) pieces.insert(pieces.end(), part.begin(), part.end());
-      optimizer_->load_state(pieces, state->optimizer_steps);
-      if (optim::LossScaler* scaler = optimizer_->scaler(); scaler && !state->grad_scaler.is_null()) {
-        scaler->load_state(state->grad_scaler);
-      }
-    }
-    for (const auto& [name, t] : state->rng) {
-      if (name == "default") gens_->default_gen.set_state(t);
-      if (name == "model_parallel") gens_->model_parallel_gen.set_state(t);
-    }
-  }
-  out_ << " successfully loaded checkpoint from " << *plan_.checkpoint.load << " [ t " << ps_->tp_rank() + 1 << "/"
-       << ps_->tp() << ", p " << ps_->pp_rank() + 1 << "/" << ps_->pp() << " ] at iteration " << state_.iteration
-       << std::endl;
+Checkpointer::LoadTarget Trainer::load_target() {
+  return {model_.saved, model_.saved_layouts, layout_, plan_.model,
+          [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); },
+          model_.saved.size() - model_.params.size()};
 }
 
-checkpoint::CheckpointState Trainer::checkpoint_state() const {
-  checkpoint::CheckpointState state;
-  state_.write_to(state);
-  state.scheduler_num_steps = scheduler_->num_steps();
-  state.scheduler = scheduler_->state();
-  state.optimizer_steps = optimizer_->step_count();
-  state.config = run_config();
-  state.tokenizer_files = tokenizer_files_;
-  state.model = model_.saved;
-  if (const optim::LossScaler* scaler = optimizer_->scaler()) state.grad_scaler = scaler->state();
-  if (plan_.checkpoint.save_optimizer) state.optimizer = optimizer_->state();
-  if (plan_.checkpoint.save_rng) {
-    state.rng = {{"default", gens_->default_gen.get_state()}, {"model_parallel", gens_->model_parallel_gen.get_state()}};
-  }
-  return state;
+RunStateRefs Trainer::run_state() {
+  return {state_, *optimizer_, *scheduler_, gens_->default_gen, gens_->model_parallel_gen, model_.saved};
 }
 
 // --num-workers N on a GPU rank: a thread keeps 2N micro-batches ready (PyTorch's DataLoader
@@ -330,7 +308,7 @@ bool Trainer::any_rank(bool mine) {
 
 void Trainer::save_if_new() {
   if (!checkpointer_->saves() || last_saved_ == state_.iteration) return;
-  checkpointer_->save(checkpoint_state());
+  checkpointer_->save(run_state(), run_config());
   last_saved_ = state_.iteration;
 }
 
@@ -338,8 +316,7 @@ std::optional<EarlyExit> Trainer::checkpoint_and_decide_exit() {
   const auto any = [this](bool mine) { return any_rank(mine); };
   auto stop = exit_policy_.signal(any);
   if (!stop) {
-    const auto& save_interval = plan_.checkpoint.save_interval;
-    if (save_interval && state_.iteration % *save_interval == 0) save_if_new();
+    if (checkpointer_->due(state_.iteration)) save_if_new();
     stop = exit_policy_.limits(state_.iteration, any);
   }
   if (!stop) return std::nullopt;
@@ -354,7 +331,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   setup(startup_messages);
   out_ << "done with setup ..." << std::endl;
   report_->log_timers();
-  for (const std::string& line : theoretical_memory_lines(plan_, model_config_, *ps_, layout_)) out_ << line << "\n";
+  for (const std::string& line : theoretical_memory_lines(plan_, plan_.model, *ps_, layout_)) out_ << line << "\n";
   out_ << "training ..." << std::endl;
   report_->datetime("before the start of training step");
   last_saved_ = state_.iteration;

@@ -1,4 +1,4 @@
-// Pieces of the trainer (private to src/train): the run's datasets, this rank's model and its memory.
+// Pieces of the trainer (private to src/train): the run's datasets, its FLOPs, this rank's model and its memory.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,6 +26,10 @@ namespace megatron::train {
 // lines to `out`); `remove_stale`: also delete index-cache temporaries that dead runs left.
 data::GptDatasets build_run_datasets(const DataPlan& data, const tokenizer::TokenizerOptions& tokenizer_options,
                                      const tokenizer::Tokenizer& tokenizer, bool remove_stale, std::ostream& out);
+
+// The FLOPs of one iteration of the global batch (Megatron's num_floating_point_operations), for
+// the throughput line and the checkpoints' running total.
+double flops_per_iteration(const RunPlan& plan);
 
 // This rank's part of the model: the chunks of its pipeline stage (one per virtual stage), their
 // parameters under their checkpoint names ("model<c>." in front with several chunks) with their

@@ -1,5 +1,5 @@
 // The run's datasets from its data plan (see trainer_parts.h): the tokenizer's identity for the
-// cache names, stale cache temporaries removed, Megatron's log lines.
+// cache names, stale cache temporaries removed, Megatron's log lines; and the FLOPs of an iteration.
 #include <cstdlib>
 #include <map>
 #include <ostream>
@@ -10,6 +10,7 @@
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/core/strings.h"
+#include "megatron/train/training_log.h"
 #include "trainer_parts.h"
 
 namespace megatron::train {
@@ -84,6 +85,15 @@ data::GptDatasets build_run_datasets(const DataPlan& d, const tokenizer::Tokeniz
   auto datasets = data::build_gpt_datasets(paths, samples, config);
   out << "> finished creating GPT datasets ..." << std::endl;
   return datasets;
+}
+
+double flops_per_iteration(const RunPlan& plan) {
+  const model::ModelConfig& m = plan.model;
+  return flops_per_batch({m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.num_query_groups,
+                          m.kv_channels, m.padded_vocab_size, m.seq_length, m.swiglu, m.moe.num_moe_layers(m.num_layers),
+                          m.moe.router_topk, m.moe.expert_ffn_hidden_size(m.ffn_hidden_size),
+                          m.moe.shared_expert_intermediate_size},
+                         plan.loop.global_batch_size);
 }
 
 }  // namespace megatron::train

@@ -4,6 +4,7 @@
 // what was wrong, where (file:line, flag, rank) and what to do about it.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,12 @@ std::string str_cat(Parts&&... parts) {
 
 // Error from a failed system call: appends strerror(errno) to the message.
 [[noreturn]] void throw_system_error(std::string message);
+
+// For destructors, which must not throw: prints the error as the tools print theirs
+// ("megatron: error: <what>") and flushes; abort_on_error then ends the process (a launcher ends
+// the other ranks).
+void report_error(const std::exception& e) noexcept;
+[[noreturn]] void abort_on_error(const std::exception& e) noexcept;
 
 // Problems found together are reported together. kList: "<context>:" and one indented line per
 // problem ("\n  <problem>"). kCounted (the command-line form): "<context>: <problem>" for one,

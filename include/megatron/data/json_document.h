@@ -41,6 +41,8 @@ class JsonDocumentParser {
   void parse_value(int depth, std::vector<Piece>* capture, bool capture_list, std::string_view key);
   void parse_object_members(int depth);
   Piece parse_string(bool text);  // text: a value we tokenize (stricter)
+  // The \uXXXX escape at `esc` (a surrogate pair as one character) appended to the arena.
+  void unicode_escape(std::size_t esc, bool text);
   void lone_surrogate(std::size_t esc, bool text) const;
   void parse_number();
   void expect_literal(std::string_view word);

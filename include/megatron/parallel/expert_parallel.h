@@ -3,12 +3,14 @@
 // to their destinations; backward: the gradient rows back to their sources, the same exchange
 // with the splits swapped), and the variable-size all-gather and reduce-scatter made of it. Built
 // from point-to-point sends and receives, so that it runs over MPI (CPU tensors) and NCCL (CUDA
-// tensors) alike.
+// tensors) alike. Also the MoE layers' bookkeeping collectives (counts, routing maps: no autograd),
+// so that the model calls no communicator itself.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "megatron/parallel/communicator.h"
@@ -33,5 +35,13 @@ at::Tensor all_gather_rows(const at::Tensor& input, const std::vector<std::int64
 // gets its block summed over the group. Backward: an all-gather of the gradient blocks.
 at::Tensor reduce_scatter_rows(const at::Tensor& input, const std::vector<std::int64_t>& sizes,
                                const ProcessGroup& group, Communicator& comm);
+
+// The routers' and dispatchers' bookkeeping, which carries no gradient: token counts per expert,
+// the routing map. Every rank of the groups calls them in the same order.
+// `input` summed over each group of `groups` in turn (a null or one-rank group is skipped).
+at::Tensor sum_bookkeeping(const at::Tensor& input, std::initializer_list<const ProcessGroup*> groups,
+                           Communicator& comm);
+// Every group rank's `input` (the same shape on all) concatenated along dim 0 in group order.
+at::Tensor gather_bookkeeping(const at::Tensor& input, const ProcessGroup& group, Communicator& comm);
 
 }  // namespace megatron::parallel

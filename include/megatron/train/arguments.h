@@ -140,7 +140,7 @@ struct OptimizerArgs {
 struct SchedulerArgs {
   LrDecayStyle lr_decay_style = LrDecayStyle::kLinear;
   WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::kExponential;
-  std::optional<std::int64_t> lr_decay_iters;     // None: train_iters (see scheduler_steps)
+  std::optional<std::int64_t> lr_decay_iters;     // None: train_iters (see scheduler_config)
   std::optional<std::int64_t> lr_decay_samples;   // None: train_samples
   std::optional<std::int64_t> lr_wsd_decay_iters;
   std::optional<std::int64_t> lr_wsd_decay_samples;
@@ -349,20 +349,10 @@ inline model::MoeConfig moe_config(const Arguments& args) { return model_config(
 // The number of iterations to train: --train-iters, or train_samples // gbs.
 std::int64_t total_train_iters(const Arguments& args);
 
-// The learning-rate schedule in Megatron's units (samples), as get_optimizer_param_scheduler
-// computes it: decay over lr_decay_iters * gbs (default train_iters) or lr_decay_samples
-// (default train_samples); warmup from the fraction of the decay steps or the iters/samples.
-struct SchedulerSteps {
-  double max_lr = 0.0;
-  double min_lr = 0.0;
-  double init_lr = 0.0;                      // --lr-warmup-init
-  double warmup_steps = 0.0;                 // a float when given as a fraction, as in Megatron
-  std::int64_t decay_steps = 0;
-  std::optional<std::int64_t> wsd_decay_steps;
-  std::int64_t weight_decay_incr_steps = 0;
-  LrDecayStyle decay_style = LrDecayStyle::kLinear;
-  WsdDecayStyle wsd_decay_style = WsdDecayStyle::kExponential;
-};
-SchedulerSteps scheduler_steps(const Arguments& args);
+// The learning-rate and weight-decay schedule in Megatron's units (samples), as
+// get_optimizer_param_scheduler computes it: decay over lr_decay_iters * gbs (default
+// train_iters) or lr_decay_samples (default train_samples); warmup from the fraction of the decay
+// steps or the iters/samples; the weight decay from --start/--end-weight-decay over the run.
+optim::SchedulerConfig scheduler_config(const Arguments& args);
 
 }  // namespace megatron::train

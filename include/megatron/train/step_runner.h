@@ -60,6 +60,10 @@ class StepRunner {
   // The MoE auxiliary losses of the last training step, reduced as Megatron logs them (collective
   // over PP and DP; none for a dense model).
   void report_moe_losses(StepReport& report) const;
+  // DESIGN 5.1 step 3 (Megatron's finalize_model_grads): the DP reductions waited for, the
+  // sequence-parallel norms' gradients summed over TP, the tied embedding's over the embedding
+  // group, and the routers' expert biases updated from the step's token counts.
+  void finalize_grads();
 
   StepModel model_;
   StepSettings settings_;

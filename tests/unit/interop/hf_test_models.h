@@ -38,13 +38,21 @@ inline model::ModelConfig hf_llama_config() {
   return c;
 }
 
-// Every parameter of a freshly initialised single-process model, detached (safe to edit).
+// Every parameter of a freshly initialised single-process model, detached (safe to edit), the 1-D
+// ones (biases, norms) with noise.
 inline std::vector<std::pair<std::string, at::Tensor>> full_parameters(const model::ModelConfig& c,
                                                                        std::uint64_t seed = 11) {
   const parallel::ParameterInit init(seed);
   const model::GptModel model(c, parallel::single_process_context(), init);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& [name, t] : model.named_parameters()) out.emplace_back(name, t.detach().clone());
+  // Biases start at 0 and norms at 1: a noise of its own on each, so that a mapping that swaps two
+  // of the same shape (gate and up, two layers' norms) shows.
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& [name, t] : model.named_parameters()) {
+    at::Tensor value = t.detach().clone();
+    if (value.dim() == 1) value.add_(at::randn(value.sizes(), gen, value.options()) * 0.1);
+    out.emplace_back(name, value);
+  }
   return out;
 }
 

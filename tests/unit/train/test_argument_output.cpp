@@ -138,25 +138,25 @@ TEST(ArgumentJson, RejectsUnknownNamesAndWrongTypes) {
 TEST(DerivedValues, SchedulerStepsAreInSamplesAsMegatronComputesThem) {
   const Arguments it = parse_arguments(with(base(), {"--global-batch-size", "8", "--lr-decay-iters", "8", "--lr-warmup-fraction", "0.25",
                                                      "--lr-decay-style", "WSD", "--lr-wsd-decay-iters", "2", "--min-lr", "1e-5"}));
-  const SchedulerSteps s = scheduler_steps(it);
+  const optim::SchedulerConfig s = scheduler_config(it);
   EXPECT_EQ(s.decay_steps, 64);
   EXPECT_DOUBLE_EQ(s.warmup_steps, 16.0);
   EXPECT_EQ(s.wsd_decay_steps, 16);
-  EXPECT_EQ(s.weight_decay_incr_steps, 80);
+  EXPECT_EQ(s.wd_incr_steps, 80);
   EXPECT_DOUBLE_EQ(s.max_lr, 1.5e-4);
   EXPECT_DOUBLE_EQ(s.min_lr, 1e-5);
   EXPECT_EQ(s.decay_style, LrDecayStyle::kWsd);
   EXPECT_EQ(total_train_iters(it), 10);
-  EXPECT_EQ(scheduler_steps(parse_arguments(with(base(), {"--lr-warmup-iters", "3"}))).warmup_steps, 6.0);
-  EXPECT_EQ(scheduler_steps(parse_arguments(base())).decay_steps, 20);
+  EXPECT_EQ(scheduler_config(parse_arguments(with(base(), {"--lr-warmup-iters", "3"}))).warmup_steps, 6.0);
+  EXPECT_EQ(scheduler_config(parse_arguments(base())).decay_steps, 20);
 
   Args samples = base();
   samples[13] = "1000";
   samples[12] = "--train-samples";
   const Arguments sa = parse_arguments(with(samples, {"--global-batch-size", "8", "--lr-warmup-samples", "100"}));
   EXPECT_EQ(total_train_iters(sa), 125);
-  EXPECT_EQ(scheduler_steps(sa).decay_steps, 1000);
-  EXPECT_DOUBLE_EQ(scheduler_steps(sa).warmup_steps, 100.0);
+  EXPECT_EQ(scheduler_config(sa).decay_steps, 1000);
+  EXPECT_DOUBLE_EQ(scheduler_config(sa).warmup_steps, 100.0);
   EXPECT_FALSE(sa.training.train_iters.has_value());
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace megatron::checkpoint {
+namespace megatron::optim {
 
 // The fp32 state AdamW keeps per parameter element, in the order the optimizer stores it.
 enum class OptimizerState { kParam, kExpAvg, kExpAvgSq };
@@ -35,4 +35,4 @@ struct OptimizerStatePiece {
 // when it is not one.
 std::optional<OptimizerStatePiece> parse_optimizer_state_piece(std::string_view name, std::string* why = nullptr);
 
-}  // namespace megatron::checkpoint
+}  // namespace megatron::optim

@@ -1,12 +1,12 @@
 // Optimizer state piece names: the texts Megatron-style checkpoints of this project hold (written
 // by the optimizer, reassembled by the resharder), taken apart and rebuilt.
-#include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/optim/optimizer_state_piece.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace megatron::checkpoint {
+namespace megatron::optim {
 namespace {
 
 TEST(OptimizerStatePiece, NamesRoundTrip) {
@@ -33,4 +33,4 @@ TEST(OptimizerStatePiece, SaysWhyANameIsNotAPiece) {
 }
 
 }  // namespace
-}  // namespace megatron::checkpoint
+}  // namespace megatron::optim

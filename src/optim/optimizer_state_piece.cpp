@@ -1,9 +1,9 @@
 // Optimizer state piece names (see optimizer_state_piece.h).
-#include "megatron/checkpoint/optimizer_state_piece.h"
+#include "megatron/optim/optimizer_state_piece.h"
 
 #include <charconv>
 
-namespace megatron::checkpoint {
+namespace megatron::optim {
 
 std::string_view optimizer_state_name(OptimizerState state) {
   switch (state) {
@@ -50,4 +50,4 @@ std::optional<OptimizerStatePiece> parse_optimizer_state_piece(std::string_view 
   return piece;
 }
 
-}  // namespace megatron::checkpoint
+}  // namespace megatron::optim

@@ -18,6 +18,14 @@ std::optional<int> optional_int(const json& j, const char* key) {
   return it->get<int>();
 }
 
+void read_tokenizer(const json& j, SavedRun& run) {
+  try {
+    run.tokenizer = tokenizer::TokenizerOptions::from_json(j);
+  } catch (const Error& e) {
+    run.tokenizer_problem = e.what();
+  }
+}
+
 // Checkpoints written before the typed record: the layer split, the tokenizer and the padding
 // from the saved arguments (Megatron's names), and the model from them when there was no "model"
 // object yet (its resolved vocabulary then under padded_vocab_size_resolved).
@@ -30,7 +38,7 @@ void read_legacy(const json& arguments, SavedRun& run) {
                   optional_int(arguments, "num_layers_per_virtual_pipeline_stage"),
                   optional_int(arguments, "decoder_first_pipeline_num_layers"),
                   optional_int(arguments, "decoder_last_pipeline_num_layers")};
-  run.tokenizer = tokenizer::TokenizerOptions::from_json(arguments);
+  read_tokenizer(arguments, run);
   const auto divisible_by = optional_int(arguments, "make_vocab_size_divisible_by");
   const auto tp = optional_int(arguments, "tensor_model_parallel_size");
   if (divisible_by && tp && *divisible_by > 0 && *tp > 0 && !optional_int(arguments, "padded_vocab_size")) {
@@ -49,7 +57,7 @@ json SavedRun::to_json() const {
   json j = arguments.is_object() ? arguments : json::object();
   if (model) j[kModelKey] = model->to_json();
   json record = {{"pipeline",
-                  {{"num_layers", pipeline.num_layers},
+                  {{"layers", pipeline.num_layers},
                    {"chunks", pipeline.chunks ? json(*pipeline.chunks) : json()},
                    {"layers_per_chunk", pipeline.layers_per_chunk ? json(*pipeline.layers_per_chunk) : json()},
                    {"first_stage_layers", pipeline.first_stage_layers ? json(*pipeline.first_stage_layers) : json()},
@@ -75,11 +83,11 @@ SavedRun SavedRun::from_json(const json& config, const std::string& where) {
       return run;
     }
     const json pipeline = record->value("pipeline", json::object());
-    run.pipeline = {optional_int(pipeline, "num_layers").value_or(run.model ? run.model->num_layers : 0),
+    run.pipeline = {optional_int(pipeline, "layers").value_or(run.model ? run.model->num_layers : 0),
                     optional_int(pipeline, "chunks"), optional_int(pipeline, "layers_per_chunk"),
                     optional_int(pipeline, "first_stage_layers"),
                     optional_int(pipeline, "last_stage_layers")};
-    run.tokenizer = tokenizer::TokenizerOptions::from_json(record->value("tokenizer", json::object()));
+    read_tokenizer(record->value("tokenizer", json::object()), run);
     const json padding = record->value("vocab_padding", json());
     if (padding.is_object()) {
       run.vocab_padding = VocabPadding{optional_int(padding, "divisible_by").value_or(128), optional_int(padding, "tp").value_or(1)};

@@ -1,8 +1,7 @@
 // A HuggingFace config.json read as Megatron's model (private to src/interop): model_type picks the
 // family's descriptor (hf_family.h), whose reader takes the keys transformers' config of that
 // family reads, with transformers' defaults (n_inner, num_key_value_heads, head_dim, the experts'
-// counts). Integers are read as integers,
-// range-checked; nothing is narrowed.
+// counts). Integers are read as integers, range-checked; nothing is narrowed.
 #pragma once
 
 #include <cstdint>

@@ -189,16 +189,16 @@ void check_hf_tensors(const std::map<std::string, at::Tensor>& tensors, const Hf
   };
   std::vector<std::string> problems;
   for (const HfTensorRule& rule : map) {
-   for (std::size_t i = 0; i < rule.hf.size(); ++i) {
-    const std::string& name = rule.hf[i];
-    const HfShape& shape = rule.shapes[i];
-    const auto it = tensors.find(name);
-    if (it == tensors.end()) {
-      problems.push_back(name + " is missing; config.json needs it with shape " + text(shape));
-    } else if (it->second.sizes() != at::IntArrayRef(shape)) {
-      problems.push_back(name + " has shape " + text(it->second.sizes()) + "; config.json needs " + text(shape));
+    for (std::size_t i = 0; i < rule.hf.size(); ++i) {
+      const std::string& name = rule.hf[i];
+      const HfShape& shape = rule.shapes[i];
+      const auto it = tensors.find(name);
+      if (it == tensors.end()) {
+        problems.push_back(name + " is missing; config.json needs it with shape " + text(shape));
+      } else if (it->second.sizes() != at::IntArrayRef(shape)) {
+        problems.push_back(name + " has shape " + text(it->second.sizes()) + "; config.json needs " + text(shape));
+      }
     }
-   }
   }
   // A wrong size repeats in every layer: the first few name it.
   constexpr std::size_t kShown = 8;

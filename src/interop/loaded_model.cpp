@@ -57,6 +57,8 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
 }
 
 RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::TokenizerChoice& given) {
+  MEGATRON_CHECK(loaded.run.tokenizer_problem.empty(), checkpoint::iteration_folder(loaded.root, loaded.iteration),
+                 ": the tokenizer this checkpoint records cannot be built here: ", loaded.run.tokenizer_problem);
   const tokenizer::TokenizerOptions& recorded = loaded.run.tokenizer;
   const bool gpt2 = recorded.reads_vocab_and_merges(), null = recorded.reads_no_files();
   const bool names_files = recorded.names_files();

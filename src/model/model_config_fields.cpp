@@ -47,7 +47,7 @@ void visit_fields(Config& c, F& f) {
   f.choice(Field{"position_embedding_type", "--position-embedding-type", kUnlessDefault, false, true}, c.position_embedding);
   f(Field{"rotary_base", "--rotary-base", kSpecial, true}, c.rotary_base);
   f(Field{"rotary_percent", "--rotary-percent", kUnlessDefault, false, true}, c.rotary_percent);
-  f(Field{"rotary_interleaved", "--rotary-interleaved", kUnlessDefault}, c.rotary_interleaved);
+  f(Field{"rotary_interleaved", "--rotary-interleaved"}, c.rotary_interleaved);  // not built: never printed
   f.choice(Field{"normalization", "--normalization", kUnlessDefault, false, true}, c.normalization);
   f(Field{"norm_epsilon", "--norm-epsilon", kAlways}, c.norm_epsilon);
   f(Field{"swiglu", "--swiglu", kUnlessDefault, false, true}, c.swiglu);

@@ -85,7 +85,7 @@ PipelineLayout::Range PipelineLayout::layers(int stage, int chunk) const {
 
 int PipelineLayout::virtual_chunks(int num_layers, int pp, std::optional<int> virtual_stages,
                                    std::optional<int> layers_per_virtual_stage) {
-  if (virtual_stages) return *virtual_stages;
+  if (virtual_stages && *virtual_stages > 0) return *virtual_stages;
   if (layers_per_virtual_stage && *layers_per_virtual_stage > 0) return num_layers / std::max(1, pp) / *layers_per_virtual_stage;
   return 1;
 }

@@ -254,7 +254,12 @@ Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptio
   // Flags that change nothing here, catalogued (no field) or fields: one warning each.
   const auto ignored = [&](const std::string& key, std::string_view why) {
     const auto it = raw.find(key);
-    if (it != raw.end()) state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(why));
+    if (it == raw.end()) return;
+    const std::string& flag = it->second.flag;  // a value refused already says why, not this
+    if (std::any_of(state.problems.begin(), state.problems.end(), [&](const std::string& p) { return p.starts_with(flag); })) {
+      return;
+    }
+    state.messages.push_back("WARNING: " + flag + " is ignored: " + std::string(why));
   };
   for (const auto& flag : detail::ignored_flags()) ignored("~" + std::string(flag.flags), flag.why);
   detail::for_each_field(result, [&](const FieldSpec& spec, const auto&) {

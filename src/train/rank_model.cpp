@@ -12,9 +12,10 @@
 
 namespace megatron::train {
 
-RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config,
-                           const parallel::PipelineLayout& layout, const parallel::ParallelState& ps,
-                           const parallel::ParallelContext& pc, at::Device device, std::ostream& any) {
+RankModel build_rank_model(const RunPlan& plan, const parallel::PipelineLayout& layout,
+                           const parallel::ParallelState& ps, const parallel::ParallelContext& pc, at::Device device,
+                           std::ostream& any) {
+  const model::ModelConfig& config = plan.model;
   RankModel m;
   const int chunks = layout.chunks;
   const at::TensorOptions options = at::TensorOptions().device(device).dtype(plan.precision.params);
@@ -58,21 +59,20 @@ RankShare rank_share(const parallel::ParallelState& ps, const parallel::Pipeline
   return share;
 }
 
-MemorySettings memory_settings(const RunPlan& plan, const model::ModelConfig& config, at::Device device) {
+MemorySettings memory_settings(const RunPlan& plan, at::Device device) {
   MemorySettings m;
   m.param_bytes = static_cast<int>(c10::elementSize(plan.precision.params));
   m.grad_in_fp32 = plan.precision.grad_in_fp32;
   m.distributed_optimizer = plan.ddp.use_distributed_optimizer;
   m.micro_batch_size = plan.loop.micro_batch_size;
-  m.explicit_attention = plan.data.dataset.reset_attention_mask || !model::uses_sdpa(config.attention_backend, device);
+  m.explicit_attention = plan.data.dataset.reset_attention_mask || !model::uses_sdpa(plan.model.attention_backend, device);
   return m;
 }
 
-std::vector<std::string> theoretical_memory_lines(const RunPlan& plan, const model::ModelConfig& config,
-                                                  const parallel::ParallelState& ps,
+std::vector<std::string> theoretical_memory_lines(const RunPlan& plan, const parallel::ParallelState& ps,
                                                   const parallel::PipelineLayout& layout) {
   TheoreticalMemoryInputs in;
-  in.model = config;
+  in.model = plan.model;
   in.tp = ps.tp();
   in.pp = ps.pp();
   in.dp = ps.dp();

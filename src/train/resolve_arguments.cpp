@@ -127,16 +127,15 @@ void Resolver::pipeline() {
   // The layer split depends on the pipeline size alone (even when the world size does not fit it).
   const int pp = p.pipeline_model_parallel_size >= 1 ? p.pipeline_model_parallel_size : 1;
   const int layers = a_.model.num_layers;
-  int chunks = 1;
-  if (p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0) {
-    chunks = *p.num_virtual_stages_per_pipeline_rank;
-  } else if (p.num_layers_per_virtual_pipeline_stage &&
-             (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers)) {
+  const bool count_given = p.num_virtual_stages_per_pipeline_rank && *p.num_virtual_stages_per_pipeline_rank > 0;
+  if (!count_given && p.num_layers_per_virtual_pipeline_stage &&
+      (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers)) {
     problem("--num-layers-per-virtual-pipeline-stage assumes an even split; with "
             "--decoder-first-pipeline-num-layers or --decoder-last-pipeline-num-layers use "
             "--num-virtual-stages-per-pipeline-rank");
     return;
-  } else if (p.num_layers_per_virtual_pipeline_stage && *p.num_layers_per_virtual_pipeline_stage > 0 && layers > 0) {
+  } else if (!count_given && p.num_layers_per_virtual_pipeline_stage && *p.num_layers_per_virtual_pipeline_stage > 0 &&
+             layers > 0) {
     const int per_stage = layers / pp;
     if (layers % pp != 0 || per_stage % *p.num_layers_per_virtual_pipeline_stage != 0) {
       problem("number of layers per pipeline stage (" + num(std::int64_t{per_stage}) +
@@ -144,8 +143,9 @@ void Resolver::pipeline() {
               num(std::int64_t{*p.num_layers_per_virtual_pipeline_stage}) + ")");
       return;
     }
-    chunks = per_stage / *p.num_layers_per_virtual_pipeline_stage;
   }
+  const int chunks = parallel::PipelineLayout::virtual_chunks(layers, pp, p.num_virtual_stages_per_pipeline_rank,
+                                                              p.num_layers_per_virtual_pipeline_stage);
   state_.messages.push_back("Number of virtual stages per pipeline stage: " +
                             (chunks > 1 ? num(std::int64_t{chunks}) : std::string("None")));
   if (layers <= 0) return;

@@ -1,5 +1,6 @@
-// The run plan from the resolved arguments (see run_plan.h): the only place where flags become
-// module configurations.
+// The run plan from the resolved arguments (see run_plan.h): where flags become module
+// configurations (the model's and the scheduler's through derived_values.cpp, which the argument
+// checks share).
 #include "megatron/train/run_plan.h"
 
 #include <algorithm>

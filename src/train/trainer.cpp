@@ -174,9 +174,9 @@ void Trainer::build_parallel_state() {
 // the checkpointer.
 void Trainer::build_model_and_optimizer(std::unique_ptr<OutputLock> save_lock) {
   layout_ = plan_.pipeline.layout(plan_.model.num_layers, ps_->pp());
-  check_memory_fits(plan_.model, rank_share(*ps_, layout_), memory_settings(plan_, plan_.model, device_),
+  check_memory_fits(plan_.model, rank_share(*ps_, layout_), memory_settings(plan_, device_),
                     device_memory(device_, comm_.local_size()));
-  model_ = build_rank_model(plan_, plan_.model, layout_, *ps_, pc_, device_, any_);
+  model_ = build_rank_model(plan_, layout_, *ps_, pc_, device_, any_);
   optimizer_ = std::make_unique<optim::Optimizer>(*model_.ddp, pc_, plan_.adam, plan_.precision.scaler);
   scheduler_ = std::make_unique<optim::ParamScheduler>(plan_.scheduler);
   std::vector<model::GptModel*> chunks;
@@ -331,7 +331,7 @@ TrainingResult Trainer::run(const std::vector<std::string>& startup_messages) {
   setup(startup_messages);
   out_ << "done with setup ..." << std::endl;
   report_->log_timers();
-  for (const std::string& line : theoretical_memory_lines(plan_, plan_.model, *ps_, layout_)) out_ << line << "\n";
+  for (const std::string& line : theoretical_memory_lines(plan_, *ps_, layout_)) out_ << line << "\n";
   out_ << "training ..." << std::endl;
   report_->datetime("before the start of training step");
   last_saved_ = state_.iteration;

@@ -49,18 +49,17 @@ struct RankModel {
 // Builds this rank's model (Megatron's layer split by `layout`) on `device`, each parameter drawn
 // as this rank's shard of the stream of its name and --seed, and prints Megatron's "number of
 // parameters" line on `any` (DP rank 0 of each model-parallel rank).
-RankModel build_rank_model(const RunPlan& plan, const model::ModelConfig& config,
-                           const parallel::PipelineLayout& layout, const parallel::ParallelState& ps,
-                           const parallel::ParallelContext& pc, at::Device device, std::ostream& any);
+RankModel build_rank_model(const RunPlan& plan, const parallel::PipelineLayout& layout,
+                           const parallel::ParallelState& ps, const parallel::ParallelContext& pc, at::Device device,
+                           std::ostream& any);
 
 // This rank's place in the layer split, and the run's numerics, for the memory preflight before
 // anything is allocated.
 RankShare rank_share(const parallel::ParallelState& ps, const parallel::PipelineLayout& layout);
-MemorySettings memory_settings(const RunPlan& plan, const model::ModelConfig& config, at::Device device);
+MemorySettings memory_settings(const RunPlan& plan, at::Device device);
 
 // Megatron's theoretical memory footprint of the layout (report_theoretical_memory's lines).
-std::vector<std::string> theoretical_memory_lines(const RunPlan& plan, const model::ModelConfig& config,
-                                                  const parallel::ParallelState& ps,
+std::vector<std::string> theoretical_memory_lines(const RunPlan& plan, const parallel::ParallelState& ps,
                                                   const parallel::PipelineLayout& layout);
 
 }  // namespace megatron::train

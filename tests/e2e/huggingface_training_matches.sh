@@ -11,6 +11,8 @@
 # part).
 # PYTHON must have transformers (scripts/setup.sh puts it into .venv).
 set -uo pipefail
+CASES=("mixtral 2" "qwen3_moe 2")  # one case per call (see run_case in lib.sh)
+[[ ${1:-} == --list ]] && { printf '%s\n' "${CASES[@]}"; exit 0; }
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=mpi_lib.sh
@@ -69,8 +71,10 @@ match() {
   ok "every iteration's loss within 1e-5 of the reference's, the weights with it"
 }
 
-match mixtral 8 ep2 "--expert-model-parallel-size 2"
+case_mixtral() { match mixtral 8 ep2 "--expert-model-parallel-size 2"; }
 # Qwen3-MoE: a dense layer among the MoE ones, the softmax before the top-k, query/key norms; the
 # all-to-all dispatcher. (Not at TP2: the TP1 import's 50257 rows do not split over 2 ranks, and
 # Megatron's padding would add logits transformers' model does not have.)
-match qwen3_moe 6 ep2_alltoall "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"
+case_qwen3_moe() { match qwen3_moe 6 ep2_alltoall "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall"; }
+
+run_case "$1"

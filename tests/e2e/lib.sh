@@ -4,8 +4,9 @@
 #   MEGATRON_E2E_ENV=build/tests/e2e/e2e.env bash tests/e2e/<script>.sh [CASE]).
 # It names the tools (PREPROCESS, MERGE, INFO; TRAIN, CONVERT, GENERATE, MODEL_LOGITS in a LibTorch
 # build), DATA (the build's decompressed tests/data/), GPT2 (the repository's tokenizers/gpt2/),
-# PYTHON (with numpy, torch, transformers, tensorboard), MPIEXEC (tests/mpirun.sh) and
-# LAYOUT_REFERENCES (where the multi-rank cases keep the runs they share).
+# PYTHON (with numpy, torch, transformers, tensorboard), MPIEXEC (tests/mpirun.sh),
+# LAYOUT_REFERENCES (where the multi-rank cases keep the runs they share) and E2E_SHARED (where the
+# cases of the other scripts with cases keep theirs; see run_case).
 # Sourcing also sets the golden files, TOKENIZER (the GPT-2 flags) and WORK (a fresh temp folder
 # removed on exit). Assertions print what they check and exit 1 on the first failure.
 # shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
@@ -157,7 +158,68 @@ hf_checks() {
   fi
 }
 
-# losses FILE: "iteration loss" per iteration line of FILE (megatron_train's log format).
-losses() {
-  sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* lm loss: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"
+# iteration_values FILE NAME: "iteration value" of NAME's field ("lm loss", "z_loss", "learning
+# rate", ...) in each of Megatron's iteration lines of FILE: the one reader of that line here.
+iteration_values() {
+  sed -n "s/.* iteration *\([0-9]*\)\/ *[0-9]* |.* $2: \([0-9.E+-]*\) |.*/\1 \2/p" "$1"
+}
+losses() { iteration_values "$1" "lm loss"; }  # losses FILE: "iteration loss" per iteration line
+
+# compare_iterations REF FILE WHAT FIRST LAST TOL NAME...: each NAME field of FILE's iterations
+# FIRST..LAST within TOL (relative) of REF's; TOL "same": the same text. Every iteration must be in
+# both; prints the worst difference. The one comparer of iteration lines here.
+compare_iterations() {
+  local ref=$1 got=$2 what=$3 first=$4 last=$5 tol=$6 name
+  shift 6
+  for name in "$@"; do
+    iteration_values "$ref" "$name" >"$WORK/ref_values.txt"
+    iteration_values "$got" "$name" >"$WORK/got_values.txt"
+    awk -v first="$first" -v last="$last" -v what="$what: $name" -v tol="$tol" '
+      NR == FNR { ref[$1] = $2; next }
+      { got[$1] = $2 }
+      END {
+        n = 0; worst = 0
+        for (i = first; i <= last; i++) {
+          if (!(i in ref) || !(i in got)) { printf "FAIL: %s: iteration %d missing\n", what, i > "/dev/stderr"; exit 1 }
+          if (tol == "same") {
+            if (ref[i] != got[i]) { printf "FAIL: %s: iteration %d: %s, reference %s\n", what, i, got[i], ref[i] > "/dev/stderr"; exit 1 }
+          } else {
+            d = ref[i] - got[i]; if (d < 0) d = -d; rel = ref[i] != 0 ? d / (ref[i] < 0 ? -ref[i] : ref[i]) : d
+            if (rel > worst) worst = rel
+            if (rel > tol) { printf "FAIL: %s: iteration %d: %s, reference %s (relative %.2e)\n", what, i, got[i], ref[i], rel > "/dev/stderr"; exit 1 }
+          }
+          n++
+        }
+        if (tol == "same") printf "   ok: %s: %d iterations identical\n", what, n
+        else printf "   ok: %s: %d iterations within %s of the reference (worst %.1e)\n", what, n, tol, worst
+      }' "$WORK/ref_values.txt" "$WORK/got_values.txt" || { show "$got" "$what output"; exit 1; }
+  done
+}
+
+# Scripts made of cases, one CTest test each (megatron_add_e2e_cases in tests/e2e/CMakeLists.txt):
+# the script lists them in CASES ("name processors [cases it reads from...]"), answers --list
+# before sourcing this file, and defines case_<name>; run_case NAME runs one. What later cases read
+# (reference logs, checkpoints) a case keeps in $SHARED, the script's folder beside the build;
+# CTest runs the cases a case reads from first (as fixtures).
+run_case() {
+  local name=${1:?"usage: $0 --list | CASE"} entry
+  local script
+  script=$(basename "$0" .sh)
+  for entry in "${CASES[@]}"; do
+    if [[ ${entry%% *} == "$name" ]]; then
+      SHARED=$E2E_SHARED/$script
+      mkdir -p "$SHARED"
+      "case_$name"
+      echo "PASS"
+      return 0
+    fi
+  done
+  fail "unknown case '$name' of $script (one of: $(printf '%s ' "${CASES[@]%% *}"))"
+}
+
+# shared NAME: the path of NAME in $SHARED, which an earlier case wrote; fails naming the case to
+# run first when it is not there.
+shared() {
+  [[ -e $SHARED/$1 ]] || fail "$SHARED/$1 is missing: run the case that writes it first (ctest does, as a fixture)"
+  echo "$SHARED/$1"
 }

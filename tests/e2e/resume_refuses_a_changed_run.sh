@@ -16,7 +16,7 @@ RUN=("$TRAIN" --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-leng
      --log-interval 1 --eval-interval 100 --eval-iters 1 --train-iters 8)
 
 # lrs FILE: "iteration learning-rate" per iteration line.
-lrs() { sed -n 's/.* iteration *\([0-9]*\)\/ *[0-9]* |.* learning rate: \([0-9.E+-]*\) |.*/\1 \2/p' "$1"; }
+lrs() { iteration_values "$1" "learning rate"; }
 
 step "the straight run, and the same run stopped at iteration 4"
 assert_succeeds "${RUN[@]}" --lr 3e-3

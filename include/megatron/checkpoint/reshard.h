@@ -4,12 +4,10 @@
 // then the blocks) and this rank's shard is cut; the optimizer's fp32 state likewise.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "megatron/checkpoint/checkpoint.h"
-#include "megatron/model/model_config.h"
 #include "megatron/parallel/parallel_context.h"
 #include "megatron/parallel/pipeline_layout.h"
 

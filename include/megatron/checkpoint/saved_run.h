@@ -1,8 +1,8 @@
 // What a checkpoint records of the run that wrote it (meta.json's "config", and run_config.json
 // beside the tracker), typed: the model, the layer split over pipeline stages, the tokenizer and
-// how its vocabulary was padded. Its JSON keeps the run's resolved arguments under Megatron's
-// names at the top level (for people, and for readers older than the typed record), with the
-// model under "model" and the rest under "saved_run". Checkpoints written before the typed record
+// how its vocabulary was padded. Its JSON keeps a trained run's resolved arguments under Megatron's
+// names at the top level (for people; converters write none), with the model under "model" and
+// the rest under "saved_run". Checkpoints written before the typed record
 // carry only the arguments (and, later, "model"): from_json reads those in one place
 // (saved_run.cpp's legacy reader), so nothing else in checkpoint or interop reads a flag's name.
 #pragma once
@@ -41,6 +41,9 @@ struct SavedRun {
   std::optional<model::ModelConfig> model;  // none: a record that describes no model
   PipelineSplit pipeline;
   tokenizer::TokenizerOptions tokenizer;
+  // Why the recorded tokenizer cannot be read (a type this build does not know); empty when it
+  // can. Only what builds the tokenizer refuses it: a resume reads the model and the split alone.
+  std::string tokenizer_problem;
   // How the model's rows came from the tokenizer's size; none when the size was given
   // (--padded-vocab-size) or is not known (converters' checkpoints).
   std::optional<VocabPadding> vocab_padding;

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "megatron/model/model_config.h"
-#include "megatron/tokenizer/tokenizer.h"     // the model's enums (no LibTorch)
+#include "megatron/model/model_config.h"      // the model's enums (no LibTorch)
 #include "megatron/optim/param_scheduler.h"  // the scheduler's enums (a header without LibTorch)
+#include "megatron/tokenizer/tokenizer.h"     // the tokenizer's type
 
 namespace megatron::train {
 

@@ -418,6 +418,16 @@ TEST(SavedRun, TypedRecordRoundTripsAndOlderArgumentsReadTheSame) {
   nlohmann::json given = older;
   given["padded_vocab_size"] = 50304;  // --padded-vocab-size: no padding rule to check against
   EXPECT_FALSE(SavedRun::from_json(given, "x").vocab_padding.has_value());
+  // A tokenizer type this build does not know: the model and the split still read (a resume needs
+  // only them); what builds the tokenizer is told why it cannot.
+  nlohmann::json unknown = older;
+  unknown["tokenizer_type"] = "SFTTokenizer";
+  const SavedRun sft = SavedRun::from_json(unknown, "x");
+  EXPECT_EQ(sft.model_config("x").hidden_size, 96);
+  EXPECT_NE(sft.tokenizer_problem.find("--tokenizer-type SFTTokenizer is a Megatron tokenizer this build does not "
+                                       "implement yet"),
+            std::string::npos);
+  EXPECT_TRUE(back.tokenizer_problem.empty());
 }
 
 }  // namespace

@@ -2,8 +2,11 @@
 // the dump (scheduler steps, iterations).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "megatron/model/model_config.h"
 #include "megatron/train/arguments.h"
 #include "test_support.h"
 
@@ -133,6 +136,53 @@ TEST(ArgumentJson, RejectsUnknownNamesAndWrongTypes) {
   expect_contains(error_of([] { from_json("{not json"); }), {"invalid arguments JSON: "});
   expect_contains(error_of([] { from_json("[1, 2]"); }), {"expected an object"});
   EXPECT_EQ(from_json("{}"), Arguments{});
+}
+
+// The flags ModelConfig::flags() prints (an HF import's command line) are megatron_train's: parsed
+// and resolved they give back the same model, for a model that sets every printable field.
+TEST(DerivedValues, ModelFlagsReadBackAsTheSameModel) {
+  model::ModelConfig c;
+  c.num_layers = 4;
+  c.hidden_size = 96;
+  c.ffn_hidden_size = 160;
+  c.num_attention_heads = 6;
+  c.num_query_groups = 2;
+  c.kv_channels = 24;
+  c.seq_length = c.max_position_embeddings = 64;
+  c.position_embedding = model::PositionEmbedding::kRope;
+  c.rotary_base = 500000;
+  c.rotary_percent = 0.5;
+  c.normalization = model::Normalization::kRmsNorm;
+  c.norm_epsilon = 1e-6;
+  c.swiglu = true;
+  c.qk_layernorm = true;
+  c.untie_embeddings_and_output_weights = true;
+  c.add_bias_linear = false;
+  c.init_method_std = 0.008;
+  c.attention_dropout = 0.0;
+  c.hidden_dropout = 0.05;
+  c.padded_vocab_size = 512;
+  c.bias_activation_fusion = false;
+  c.moe.num_experts = 4;
+  c.moe.layer_pattern = {1, 0, 1, 1};
+  c.moe.ffn_hidden_size = 48;
+  c.moe.router_topk = 3;
+  c.moe.router_pre_softmax = true;
+  c.moe.aux_loss_coeff = 0.01;
+  c.moe.z_loss_coeff = 0.001;
+  const std::vector<std::string> flags = c.flags();
+  Args args = {"--micro-batch-size", "2", "--train-iters", "10", "--lr", "1e-3", "--tokenizer-type", "NullTokenizer",
+               "--vocab-size", "100"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const Arguments parsed = parse_arguments(args);
+  model::ModelConfig back = model_config(parsed);
+  back.padded_vocab_size = parsed.tokenizer.padded_vocab_size.value_or(0);
+  EXPECT_EQ(back.to_json(), c.to_json());
+  // A dense GPT-2 shape: its sizes, dropout, init and epsilon, nothing of experts or SwiGLU.
+  const std::vector<std::string> dense = model::ModelConfig{}.flags();
+  EXPECT_EQ(std::count(dense.begin(), dense.end(), std::string("--num-experts")), 0);
+  EXPECT_EQ(std::count(dense.begin(), dense.end(), std::string("--swiglu")), 0);
+  EXPECT_EQ(std::count(dense.begin(), dense.end(), std::string("--num-layers")), 1);
 }
 
 TEST(DerivedValues, SchedulerStepsAreInSamplesAsMegatronComputesThem) {

@@ -129,6 +129,24 @@ TEST(Arguments, RotaryAliasAndEnums) {
   EXPECT_FALSE(a.model.add_qkv_bias);
 }
 
+// Megatron's flags that this build accepts but that change nothing here say so, each once, as the
+// catalogue's ignored flags do; a flag that acts says nothing.
+TEST(Arguments, AcceptedFlagsThatChangeNothingWarn) {
+  std::vector<std::string> messages;
+  parse_arguments(with(base(), {"--no-bias-dropout-fusion", "--distributed-backend", "nccl", "--use-flash-attn",
+                                "--fp16-lm-cross-entropy", "--fp16", "--swiglu"}),
+                  collecting(messages));
+  const auto count = [&](const std::string& prefix) {
+    return std::count_if(messages.begin(), messages.end(), [&](const std::string& m) { return m.starts_with(prefix); });
+  };
+  EXPECT_EQ(count("WARNING: --no-bias-dropout-fusion is ignored: a kernel choice in Megatron"), 1);
+  EXPECT_EQ(count("WARNING: --distributed-backend is ignored: ranks use NCCL on GPUs and MPI on CPUs"), 1);
+  EXPECT_EQ(count("WARNING: --use-flash-attn is ignored: a kernel choice in Megatron"), 1);
+  EXPECT_EQ(count("WARNING: --fp16-lm-cross-entropy is ignored: the cross entropy always computes in fp32"), 1);
+  EXPECT_EQ(count("WARNING: --swiglu "), 0);
+  EXPECT_EQ(count("WARNING: --fp16 "), 0);
+}
+
 TEST(Arguments, InfersGpt2TokenizerFromVocabAndMergeFiles) {
   std::vector<std::string> messages;
   Args args = without(without(base(), "--tokenizer-type"), "--vocab-size");

@@ -68,9 +68,10 @@ greedy() {
   # shellcheck disable=SC2086  # the ids are separate arguments
   hf_job generate "$hf" 50257 "$new" "${ours// /,}" $prompt_ids
 }
-train() {  # train NAME FLAGS...
+train() {  # train NAME FLAGS...: a fresh $OUT/NAME.ckpt (and no $OUT/NAME.hf yet)
   local name=$1
   shift
+  rm -rf "${OUT:?}/$name.ckpt" "$OUT/$name.hf"
   assert_succeeds "$TRAIN" "${TRAIN_ARGS[@]}" --save "$OUT/$name.ckpt" "$@"
 }
 

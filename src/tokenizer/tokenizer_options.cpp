@@ -90,7 +90,7 @@ TokenizerIdentity TokenizerOptions::identity() const {
     case TokenizerType::kGptSentencePiece:
     case TokenizerType::kLlama2:
       // Only SentencePieceTokenizer passes --vocab-extra-ids on.
-      return {"_" + std::string(type_name()),
+      return {str_cat("_", type_name()),
               {tokenizer_model},
               {{"vocab_extra_ids", std::to_string(type == TokenizerType::kSentencePiece ? vocab_extra_ids : 0)}}};
   }

@@ -59,7 +59,7 @@ inline constexpr std::string_view kImplementedOptimizers[] = {"adam"};
 inline constexpr std::string_view kDataloaderChoices[] = {"single", "cyclic", "external"};
 inline constexpr std::string_view kImplementedDataloaders[] = {"single"};
 inline constexpr std::string_view kDistributedBackendChoices[] = {"nccl", "gloo"};
-inline constexpr std::string_view kLoadBalancingChoices[] = {"aux_loss", "seq_aux_loss", "sinkhorn", "none"};
+inline constexpr std::string_view kLoadBalancingChoices[] = {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none"};
 inline constexpr std::string_view kDispatcherChoices[] = {"allgather", "alltoall", "flex", "alltoall_seq"};
 inline constexpr std::string_view kImplementedDispatchers[] = {"allgather", "alltoall"};
 inline constexpr std::string_view kRouterDtypeChoices[] = {"fp32", "fp64"};
@@ -216,7 +216,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"log_timers_to_tensorboard", "--log-timers-to-tensorboard", K::kStoreTrue, "Write iteration-time (and throughput with --log-throughput)."}, l.log_timers_to_tensorboard);
   f(FieldSpec{"log_validation_ppl_to_tensorboard", "--log-validation-ppl-to-tensorboard", K::kStoreTrue, "Write the validation perplexity too."}, l.log_validation_ppl_to_tensorboard);
   f(FieldSpec{"log_memory_to_tensorboard", "--log-memory-to-tensorboard", K::kStoreTrue, "Write GPU memory statistics."}, l.log_memory_to_tensorboard);
-  f(FieldSpec{"log_loss_scale_to_tensorboard", "--no-log-loss-scale-to-tensorboard", K::kStoreFalse, "Do not write the loss scale."}, l.log_loss_scale_to_tensorboard);
+  f(FieldSpec{"log_loss_scale_to_tensorboard", "--no-log-loss-scale-to-tensorboard,--disable-log-loss-scale-to-tensorboard", K::kStoreFalse, "Do not write the loss scale."}, l.log_loss_scale_to_tensorboard);
   f(FieldSpec{"log_world_size_to_tensorboard", "--log-world-size-to-tensorboard", K::kStoreTrue, "Write the world size."}, l.log_world_size_to_tensorboard);
   f(FieldSpec{"logging_level", "--logging-level", K::kValue, "Python logging level of warnings and notes (10 DEBUG ... 50 CRITICAL); default MEGATRON_LOGGING_LEVEL, else 20."}, l.logging_level);
 
@@ -277,20 +277,6 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"fp8", "--fp8-format", K::kValue, "FP8 format (e4m3 or hybrid).", DumpStyle::kPlain, {kFp8FormatChoices, {}}}, x.fp8);
   f(FieldSpec{"params_dtype", "", K::kDerived, ""}, x.params_dtype);
 }
-
-// Megatron flags this build recognises but does not implement: giving one is an error that says
-// why. kind tells the tokenizer how many values follow.
-struct CataloguedFlag {
-  std::string_view flags;
-  FlagKind kind;
-  std::string_view why;
-};
-std::span<const CataloguedFlag> unsupported_flags();
-// Megatron flags that only choose kernels or are deprecated no-ops there: accepted with a warning.
-std::span<const CataloguedFlag> ignored_flags();
-// Flags of older Megatron versions that guides still use: accepted with a note when they change
-// nothing, refused when their value cannot be honoured (see megatron::check_legacy_flags).
-std::span<const LegacyFlag> legacy_flags();
 
 // Each field's dest and its value as Python's str() prints it in the argument dump.
 std::vector<std::pair<std::string_view, std::string>> dump_values(const Arguments& args);

@@ -7,9 +7,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <type_traits>
 
 #include "argument_fields.h"
+#include "megatron_flags.h"
 #include "megatron/core/check.h"
 #include "megatron/core/cli.h"
 #include "megatron/core/strings.h"
@@ -152,6 +154,24 @@ struct ApplyValues {
   bool convert(const FieldSpec&, const std::string&, const std::string&, std::vector<std::string>&) { return false; }
 };
 
+// The Megatron flags outside the flag table: a flag the table has by any alias is parsed as a field.
+const std::vector<const detail::MegatronFlag*>& catalogued_flags() {
+  static const auto flags = [] {
+    std::set<std::string, std::less<>> table;
+    const Arguments defaults;
+    detail::for_each_field(defaults, [&](const FieldSpec& spec, const auto&) {
+      for (const auto& name : split(spec.flags, ',')) table.insert(name);
+    });
+    std::vector<const detail::MegatronFlag*> out;
+    for (const auto& flag : detail::megatron_flags()) {
+      const auto names = split(flag.flags, ',');
+      if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return table.contains(n); })) out.push_back(&flag);
+    }
+    return out;
+  }();
+  return flags;
+}
+
 // Registers every known flag with CLI11, each storing its last occurrence into `raw`.
 void register_flags(CLI::App& app, std::map<std::string, RawValue, std::less<>>& raw, const Arguments& defaults,
                     std::map<std::string, std::pair<CLI::Option*, std::string>>& flag_options) {
@@ -189,8 +209,8 @@ void register_flags(CLI::App& app, std::map<std::string, RawValue, std::less<>>&
     }
     add(std::string(spec.dest), spec.flags, spec.kind, help, true);
   });
-  for (const auto& flag : detail::unsupported_flags()) add("!" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
-  for (const auto& flag : detail::ignored_flags()) add("~" + std::string(flag.flags), flag.flags, flag.kind, std::string(flag.why), false);
+  for (const auto* flag : catalogued_flags()) add("!" + std::string(flag->flags), flag->flags, detail::flag_kind(*flag), "", false);
+  for (const auto& flag : detail::older_flags()) add("!" + std::string(flag.flags), flag.flags, flag.kind, "", false);
   for (const auto& flag : detail::legacy_flags()) {
     add("^" + std::string(flag.flag), flag.flag, flag.takes.empty() ? FlagKind::kStoreTrue : FlagKind::kValue,
         std::string(flag.note), false);
@@ -211,6 +231,29 @@ void collect_flags(std::map<std::string, RawValue, std::less<>>& raw,
       value.values = {result};
     }
     raw[dest] = value;
+  }
+}
+
+// Megatron's flags outside the table and older Megatron names that were given: each accepted with
+// its note or refused with its reason.
+void check_catalogued_flags(const std::map<std::string, RawValue, std::less<>>& raw, ParseState& state) {
+  const auto explicit_value = [&](const RawValue& given) {
+    if (given.explicit_flag_value) state.problems.push_back("argument " + given.flag + ": ignored explicit argument; it takes no value");
+    return given.explicit_flag_value;
+  };
+  for (const auto* flag : catalogued_flags()) {
+    const auto it = raw.find("!" + std::string(flag->flags));
+    if (it == raw.end() || explicit_value(it->second)) continue;
+    detail::check_given_flag(*flag, it->second.flag, it->second.values, state.messages, state.problems);
+  }
+  for (const auto& flag : detail::older_flags()) {
+    const auto it = raw.find("!" + std::string(flag.flags));
+    if (it == raw.end() || explicit_value(it->second)) continue;
+    if (flag.treatment == detail::Treatment::kRefused) {
+      state.problems.push_back(it->second.flag + " is not supported by this build yet: " + std::string(flag.why));
+    } else {
+      state.messages.push_back("WARNING: " + it->second.flag + " is ignored: " + std::string(flag.why));
+    }
   }
 }
 
@@ -247,23 +290,16 @@ Arguments parse_arguments(const std::vector<std::string>& args, const ParseOptio
   }
   auto unknown = unknown_flag_problems(extras, known_flag_names(app));
   state.problems.insert(state.problems.begin(), unknown.begin(), unknown.end());
-  for (const auto& flag : detail::unsupported_flags()) {
-    const auto it = raw.find("!" + std::string(flag.flags));
-    if (it != raw.end()) state.problems.push_back(it->second.flag + " is not supported by this build yet: " + std::string(flag.why));
-  }
-  // Flags that change nothing here, catalogued (no field) or fields: one warning each.
-  const auto ignored = [&](const std::string& key, std::string_view why) {
-    const auto it = raw.find(key);
-    if (it == raw.end()) return;
-    const std::string& flag = it->second.flag;  // a value refused already says why, not this
+  check_catalogued_flags(raw, state);
+  // Flags of the table that change nothing here: one warning each, unless a refused value says why.
+  detail::for_each_field(result, [&](const FieldSpec& spec, const auto&) {
+    const auto it = raw.find(spec.dest);
+    if (spec.no_effect.empty() || it == raw.end()) return;
+    const std::string& flag = it->second.flag;
     if (std::any_of(state.problems.begin(), state.problems.end(), [&](const std::string& p) { return p.starts_with(flag); })) {
       return;
     }
-    state.messages.push_back("WARNING: " + flag + " is ignored: " + std::string(why));
-  };
-  for (const auto& flag : detail::ignored_flags()) ignored("~" + std::string(flag.flags), flag.why);
-  detail::for_each_field(result, [&](const FieldSpec& spec, const auto&) {
-    if (!spec.no_effect.empty()) ignored(std::string(spec.dest), spec.no_effect);
+    state.messages.push_back("WARNING: " + flag + " is ignored: " + std::string(spec.no_effect));
   });
   std::map<std::string, std::string, std::less<>> legacy_given;
   for (const auto& flag : detail::legacy_flags()) {
@@ -294,6 +330,9 @@ std::string help_text() {
   CLI::App app{"megatron_train: GPT pretraining with Megatron-LM's flags", "megatron_train"};
   app.set_help_flag();
   register_flags(app, raw, Arguments{}, flag_options);
+  app.footer("Every other flag of Megatron-LM's pretrain_gpt.py is accepted with a note where it changes nothing "
+             "here (kernel, overlap, memory and telemetry tunings; options only Megatron's other programs read), "
+             "or refused with the reason.");
   return app.help();
 }
 

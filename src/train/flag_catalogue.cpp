@@ -1,91 +1,328 @@
-// Megatron flags (spec section 6) that this build knows by name but does not implement, and those
-// it accepts and ignores because they only pick kernels or are deprecated no-ops in Megatron, and
-// flags of older Megatron versions that the guides still use.
-#include "argument_fields.h"
+// What megatron_train does with each Megatron flag that its flag table does not implement. The
+// rule: a flag that would change the trained model, its data or its checkpoints is refused with the
+// reason until it is implemented; a flag that only tunes speed, memory, kernels, communication,
+// telemetry or profiling, or that Megatron's pretrain_gpt.py itself never reads (inference, RL,
+// BERT/T5, vision and retrieval options), is accepted with a note saying so.
+#include "megatron_flags.h"
 
 namespace megatron::train::detail {
 
 namespace {
 
+using T = Treatment;
 using K = FlagKind;
 
-constexpr std::string_view kWandb = "Weights & Biases logging is not implemented";
-constexpr std::string_view kRecompute = "an older Megatron name: use --recompute-granularity, --recompute-method and --recompute-num-layers";
+constexpr std::string_view kNotYet = "not implemented yet";
 constexpr std::string_view kCkpt = "checkpoints use this project's own format in Megatron's folder layout (see docs)";
+constexpr std::string_view kCudaGraphs = "CUDA graphs are not captured here: kernels launch eagerly";
+constexpr std::string_view kFp8 = "FP8 / FP4 training is not implemented yet";
+constexpr std::string_view kFsdp = "FSDP is not implemented: shard the optimizer state with --use-distributed-optimizer";
+constexpr std::string_view kInference = "only Megatron's inference engines and text-generation server read it";
+constexpr std::string_view kMamba = "Mamba and hybrid models are not implemented";
+constexpr std::string_view kMoeKernels = "a fused or alternative MoE dispatch implementation in Megatron; tokens move by this build's all-to-all or all-gather";
+constexpr std::string_view kOffload = "activation and optimizer offloading are not implemented: every tensor stays on the GPU";
+constexpr std::string_view kOverlap = "a communication-overlap or stream tuning in Megatron; this build schedules its own communication";
+constexpr std::string_view kProfiler = "no built-in profiler: run under nsys or the PyTorch profiler's tools from outside";
+constexpr std::string_view kRecompute = "an older Megatron name: use --recompute-granularity, --recompute-method and --recompute-num-layers";
+constexpr std::string_view kWandb = "Weights & Biases logging is not implemented";
 
-constexpr CataloguedFlag kUnsupported[] = {
-    // Model shape (6.1).
-    {"--rotary-interleaved", K::kStoreTrue, "interleaved rotary pairs are not implemented yet"},
-    {"--rotary-seq-len-interpolation-factor", K::kValue, "rotary interpolation is not implemented yet"},
-    {"--use-rope-scaling", K::kStoreTrue, "Llama-3 rope scaling is not implemented yet"},
-    {"--rope-scaling-factor", K::kValue, "Llama-3 rope scaling is not implemented yet"},
-    {"--apply-layernorm-1p", K::kStoreTrue, "zero-centred LayerNorm gamma is not implemented yet"},
-    {"--squared-relu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
-    {"--quick-geglu", K::kStoreTrue, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
-    {"--openai-gelu", K::kStoreTrue, "only the exact GeLU is implemented"},
-    {"--embedding-init-method-std", K::kValue, "a separate embedding initialisation is not implemented yet"},
-    {"--init-method-xavier-uniform", K::kStoreTrue, "only normal initialisation (--init-method-std) is implemented"},
-    {"--apply-residual-connection-post-layernorm", K::kStoreTrue, "only the pre-LayerNorm residual order is implemented"},
-    {"--transformer-impl", K::kValue, "this build has its own implementation of Megatron's local layer spec"},
-    {"--no-position-embedding", K::kStoreTrue, "deprecated in Megatron; use --position-embedding-type"},
-    // Batch and iterations (6.2).
-    {"--rampup-batch-size", K::kList, "batch-size ramp-up is not implemented (deprecated in Megatron)"},
-    {"--step-batch-size-schedule", K::kValue, "batch-size schedules are not implemented yet"},
-    {"--decrease-batch-size-if-needed", K::kStoreTrue, "batch-size decrease is not implemented"},
-    {"--skip-train", K::kStoreTrue, "evaluation-only runs are not implemented yet"},
-    {"--full-validation", K::kStoreTrue, "full validation is not implemented yet; use --eval-iters"},
-    // Optimizer and schedules (6.3).
-    {"--sgd-momentum", K::kValue, "only --optimizer adam is implemented"},
-    {"--decoupled-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},
-    {"--decoupled-min-lr", K::kValue, "a separate embedding/output learning rate is not implemented yet"},
-    // Data (6.6).
-    {"--data-args-path", K::kValue, "give the datasets with --data-path"},
-    {"--per-split-data-args-path", K::kValue, "give the datasets with --train-data-path, --valid-data-path, --test-data-path"},
-    {"--no-mmap-bin-files", K::kStoreTrue, "datasets are always memory-mapped"},
-    // Checkpointing (6.7).
-    {"--pretrained-checkpoint", K::kValue, "use --load with --finetune"},
-    {"--ckpt-step", K::kValue, "loading a chosen iteration is not implemented yet; --load reads the latest"},
-    {"--use-checkpoint-args", K::kStoreTrue, "taking model arguments from a checkpoint is not implemented yet"},
-    {"--exit-on-missing-checkpoint", K::kStoreTrue, "not implemented yet"},
-    {"--ckpt-format", K::kValue, kCkpt},
-    {"--auto-detect-ckpt-format", K::kStoreTrue, kCkpt},
-    {"--no-ckpt-fully-parallel-save", K::kStoreTrue, kCkpt},
-    {"--ckpt-fully-parallel-load", K::kStoreTrue, kCkpt},
-    {"--non-persistent-save-interval", K::kValue, "non-persistent checkpoints are not implemented"},
-    {"--non-persistent-ckpt-type", K::kValue, "non-persistent checkpoints are not implemented"},
-    // Tokenizer (6.8).
-    {"--tokenizer-special-tokens", K::kList, "special tokens are not implemented yet"},
-    {"--null-tokenizer-eod-id", K::kValue, "NullTokenizer's end-of-document id is fixed in this build"},
-    {"--null-tokenizer-pad-id", K::kValue, "NullTokenizer's pad id is fixed in this build"},
-    // Logging (6.9).
-    {"--log-params-norm", K::kStoreTrue, "parameter-norm logging is not implemented yet"},
-    {"--log-num-zeros-in-grad", K::kStoreTrue, "zero-gradient counting is not implemented yet"},
-    {"--log-progress", K::kStoreTrue, "progress.txt logging is not implemented yet"},
-    {"--log-energy", K::kStoreTrue, "energy logging is not implemented"},
-    {"--timing-log-level", K::kValue, "timer levels are not implemented yet"},
-    {"--timing-log-option", K::kValue, "timer levels are not implemented yet"},
-    {"--wandb-project", K::kValue, kWandb},
-    {"--wandb-exp-name", K::kValue, kWandb},
-    {"--wandb-save-dir", K::kValue, kWandb},
-    {"--wandb-entity", K::kValue, kWandb},
-    {"--data-parallel-random-init", K::kStoreTrue, "per-replica initialisation is not implemented"},
-    // Activation recomputation (6.10).
-    {"--distribute-saved-activations", K::kStoreTrue, "distributing saved activations over tensor-parallel ranks is not implemented"},
-    // Older Megatron versions' names for recomputation and TensorBoard options.
-    {"--checkpoint-activations", K::kStoreTrue, kRecompute},
-    {"--checkpoint-num-layers", K::kValue, kRecompute},
-    {"--activations-checkpoint-method", K::kValue, kRecompute},
-    {"--activations-checkpoint-num-layers", K::kValue, kRecompute},
-    {"--log-batch-size-to-tensorboard", K::kStoreTrue, "an older Megatron flag: the batch size is always written to TensorBoard"},
+// Matched in order, before the group rules; a pattern ending in '*' matches a prefix.
+constexpr FlagRule kFlagRules[] = {
+    // Model shape and layers.
+    {"--rotary-interleaved", T::kRefused, "interleaved rotary pairs are not implemented yet"},
+    {"--rotary-seq-len-interpolation-factor", T::kRefused, "rotary interpolation is not implemented yet"},
+    {"--use-rope-scaling", T::kRefused, "Llama-3 rope scaling is not implemented yet"},
+    {"--rope-scaling-factor", T::kRefused, "Llama-3 rope scaling is not implemented yet"},
+    {"--rope-type", T::kRefused, "YaRN rotary embeddings are not implemented yet", "rope"},
+    {"--yarn-*", T::kNoted, "read only with --position-embedding-type yarn (not implemented yet)"},
+    {"--no-yarn-*", T::kNoted, "read only with --position-embedding-type yarn (not implemented yet)"},
+    {"--mrope-section", T::kNoted, "read only with --position-embedding-type mrope (not implemented yet)"},
+    {"--apply-layernorm-1p", T::kRefused, "zero-centred LayerNorm gamma is not implemented yet"},
+    {"--squared-relu", T::kRefused, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
+    {"--quick-geglu", T::kRefused, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
+    {"--openai-gelu", T::kRefused, "only the exact GeLU is implemented"},
+    {"--use-fused-weighted-squared-relu", T::kRefused, "only GeLU and SwiGLU (--swiglu) MLPs are implemented"},
+    {"--embedding-init-method-std", T::kRefused, "a separate embedding initialisation is not implemented yet"},
+    {"--init-method-xavier-uniform", T::kRefused, "only normal initialisation (--init-method-std) is implemented"},
+    {"--apply-residual-connection-post-layernorm", T::kRefused, "only the pre-LayerNorm residual order is implemented"},
+    {"--transformer-impl", T::kNoted, "this build's layers compute what Megatron's local and Transformer Engine layer specs compute"},
+    {"--no-position-embedding", T::kRefused, "deprecated in Megatron; use --position-embedding-type"},
+    {"--encoder-num-layers", T::kRefused, "give the layer count with --num-layers"},
+    {"--decoder-num-layers", T::kRefused, "give the layer count with --num-layers"},
+    {"--encoder-seq-length", T::kRefused, "give the sequence length with --seq-length"},
+    {"--decoder-seq-length", T::kNoted, "read only by Megatron's encoder-decoder (T5) models"},
+    {"--multi-latent-attention", T::kRefused, "multi-latent attention (DeepSeek) is not implemented yet"},
+    {"--mtp-*", T::kRefused, "multi-token prediction is not implemented yet"},
+    {"--window-size", T::kRefused, "sliding-window attention is not implemented yet"},
+    {"--window-attn-skip-freq", T::kRefused, "sliding-window attention is not implemented yet"},
+    {"--no-rope-freq", T::kRefused, "layers without rotary embeddings are not implemented yet"},
+    {"--softmax-type", T::kRefused, "only the standard attention softmax is implemented", "vanilla"},
+    {"--glu-linear-offset", T::kRefused, "an offset in the GLU's linear half is not implemented", "0|0.0"},
+    {"--heterogeneous-layers-config-*", T::kRefused, "heterogeneous layer configurations are not implemented"},
+    {"--spec", T::kRefused, "custom layer specs are not supported: the model is chosen by flags"},
+    {"--yaml-cfg", T::kRefused, "YAML configuration files are not read: give the flags"},
+    {"--use-legacy-models", T::kRefused, "only the Megatron-Core GPT model is implemented"},
+    {"--mamba-*", T::kNoted, "read only by Mamba and hybrid models (not implemented)"},
+    {"--disable-mamba-mem-eff-path", T::kNoted, "read only by Mamba and hybrid models (not implemented)"},
+    {"--hybrid-context-parallel", T::kRefused, "hybrid context parallelism is not implemented yet"},
+    {"--hybrid-*", T::kRefused, kMamba},
+    {"--is-hybrid-model", T::kRefused, kMamba},
+    // Kernels and fusions: the numbers are this build's own kernels'.
+    {"--use-flash-attn", T::kNoted, kKernelChoice},
+    {"--no-persist-layer-norm", T::kNoted, kKernelChoice},
+    {"--cross-entropy-loss-fusion", T::kNoted, kKernelChoice},
+    {"--cross-entropy-fusion-impl", T::kNoted, kKernelChoice},
+    {"--flash-attention-version", T::kNoted, kKernelChoice},
+    {"--fused-residual-rmsnorm", T::kNoted, kKernelChoice},
+    {"--use-te-activation-func", T::kNoted, kKernelChoice},
+    {"--use-transformer-engine-op-fuser", T::kNoted, kKernelChoice},
+    {"--use-grouped-gemm-for-*", T::kNoted, kKernelChoice},
+    {"--moe-use-legacy-grouped-gemm", T::kNoted, kKernelChoice},
+    {"--disable-jit-fuser", T::kNoted, kKernelChoice},
+    {"--no-gradient-reduce-div-fusion", T::kNoted, kKernelChoice},
+    {"--disable-bf16-reduced-precision-matmul", T::kNoted, "cuBLAS's bf16 reductions stay at LibTorch's default"},
+    {"--te-rng-tracker", T::kNoted, "dropout draws from this build's own per-rank generators"},
+    {"--batch-invariant-mode", T::kNoted, "a Megatron inference setting"},
+    {"--use-mcore-models", T::kNoted, "deprecated and ignored by Megatron as well"},
+    {"--no-async-tensor-model-parallel-allreduce", T::kNoted, "deprecated and ignored by Megatron as well"},
+    {"--use-cpu-initialization", T::kNoted, "every layout here starts from the same weights, each rank drawing its shard on its device"},
+    {"--init-model-with-meta-device", T::kNoted, "each rank allocates only its own shard here"},
+    {"--no-clone-scatter-output-in-embedding", T::kNoted, "a memory tuning of Megatron's embedding"},
+    {"--onnx-safe", T::kNoted, "read only by Megatron's ONNX export"},
+    // CUDA graphs, offloading, overlap and memory tuning.
+    {"--*cuda-graph*", T::kNoted, kCudaGraphs},
+    {"--cpu-offloading*", T::kNoted, kOffload},
+    {"--activation-offload-fraction", T::kNoted, kOffload},
+    {"--fine-grained-*", T::kNoted, kOffload},
+    {"--min-offloaded-tensor-size", T::kNoted, kOffload},
+    {"--offload-modules", T::kNoted, kOffload},
+    {"--delta-offload-bytes-across-pp-ranks", T::kNoted, kOffload},
+    {"--optimizer-cpu-offload", T::kRefused, "optimizer CPU offloading is not implemented yet"},
+    {"--optimizer-offload-fraction", T::kNoted, kOffload},
+    {"--overlap-cpu-optimizer-d2h-h2d", T::kNoted, kOffload},
+    {"--use-torch-optimizer-for-cpu-offload", T::kNoted, kOffload},
+    {"--no-pin-cpu-*", T::kNoted, kOffload},
+    {"--tp-comm-*", T::kNoted, kOverlap},
+    {"--no-tp-comm-*", T::kNoted, kOverlap},
+    {"--overlap-moe-expert-parallel-comm", T::kNoted, kOverlap},
+    {"--overlap-dispatch-backward-with-experts-wgrad", T::kNoted, kOverlap},
+    {"--overlap-param-gather-with-optimizer-step", T::kNoted, kOverlap},
+    {"--overlap-p2p-communication-warmup-flush", T::kNoted, kOverlap},
+    {"--high-priority-*", T::kNoted, kOverlap},
+    {"--delay-wgrad-compute", T::kNoted, kOverlap},
+    {"--defer-embedding-wgrad-compute", T::kNoted, kOverlap},
+    {"--wgrad-deferral-limit", T::kNoted, kOverlap},
+    {"--ep-overlap-early-attn-memory-release", T::kNoted, kOverlap},
+    {"--symmetric-ar-type", T::kNoted, kOverlap},
+    {"--use-ring-exchange-p2p", T::kNoted, kOverlap},
+    {"--no-scatter-gather-tensors-in-pipeline", T::kNoted, kOverlap},
+    {"--pipeline-model-parallel-comm-backend", T::kNoted, kOverlap},
+    {"--mlp-chunks-for-*", T::kNoted, "a memory tuning of Megatron's MLP"},
+    {"--empty-unused-memory-level", T::kNoted, "the caching allocator's memory is not emptied between steps here"},
+    {"--manual-gc*", T::kNoted, "there is no Python garbage collector to steer"},
+    {"--no-manual-gc-eval", T::kNoted, "there is no Python garbage collector to steer"},
+    {"--deterministic-mode", T::kNoted, "no deterministic-algorithms switch: a run repeats bit for bit where its kernels do"},
+    // Data-parallel gradients and the optimizer.
+    {"--ddp-num-buckets", T::kNoted, "size the gradient buckets with --ddp-bucket-size"},
+    {"--ddp-average-in-collective", T::kNoted, "gradients are scaled before the reduction here (the same average)"},
+    {"--ddp-pad-buckets-for-high-nccl-busbw", T::kNoted, kOverlap},
+    {"--ddp-reduce-scatter-with-fp32-accumulation", T::kNoted, "gradients reduce in the main-grad dtype (fp32 unless --grad-reduce-in-bf16)"},
+    {"--ddp-param-name-patterns-for-fp32-local-accumulation", T::kNoted, "gradients accumulate in the fp32 main-grad buffer here"},
+    {"--no-align-grad-reduce", T::kNoted, kOverlap},
+    {"--no-align-param-gather", T::kNoted, kOverlap},
+    {"--num-distributed-optimizer-instances", T::kRefused, "one distributed-optimizer instance per data-parallel group is implemented", "1"},
+    {"--data-parallel-sharding-strategy", T::kNoted, "read only by Megatron FSDP (not implemented)"},
+    {"--outer-dp-sharding-strategy", T::kNoted, "read only by Megatron FSDP (not implemented)"},
+    {"--use-precision-aware-optimizer", T::kNoted, "the optimizer state stays in fp32 (the precision-aware optimizer's default dtypes)"},
+    {"--exp-avg-dtype", T::kRefused, "Adam's moments are kept in fp32 here", "fp32"},
+    {"--exp-avg-sq-dtype", T::kRefused, "Adam's moments are kept in fp32 here", "fp32"},
+    {"--main-grads-dtype", T::kRefused, "main gradients are fp32 here", "fp32"},
+    {"--main-params-dtype", T::kRefused, "main parameters are fp32 here", "fp32"},
+    {"--sgd-momentum", T::kRefused, "only --optimizer adam is implemented"},
+    {"--lion-*", T::kNoted, "read only by --optimizer lion (not implemented yet)"},
+    {"--muon-*", T::kNoted, "read only by --optimizer muon (not implemented yet)"},
+    {"--decoupled-lr", T::kRefused, "a separate embedding/output learning rate is not implemented yet"},
+    {"--decoupled-min-lr", T::kRefused, "a separate embedding/output learning rate is not implemented yet"},
+    {"--apply-wd-to-qk-layernorm", T::kRefused, "weight decay on the QK norms is not implemented yet"},
+    {"--no-weight-decay-cond-type", T::kRefused, "another weight-decay condition is not implemented yet"},
+    {"--freeze-all-layers", T::kRefused, "freezing layers is not implemented yet"},
+    {"--warmup", T::kRefused, "an older Megatron name: use --lr-warmup-iters"},
+    // Batch, iterations and the training loop.
+    {"--batch-size", T::kRefused, "an older Megatron name: use --micro-batch-size"},
+    {"--rampup-batch-size", T::kRefused, "batch-size ramp-up is not implemented (deprecated in Megatron)"},
+    {"--step-batch-size-schedule", T::kRefused, "batch-size schedules are not implemented yet"},
+    {"--decrease-batch-size-if-needed", T::kRefused, "batch-size decrease is not implemented"},
+    {"--skip-train", T::kRefused, "evaluation-only runs are not implemented yet"},
+    {"--full-validation", T::kRefused, "full validation is not implemented yet; use --eval-iters"},
+    {"--calculate-per-token-loss", T::kRefused, "per-token loss averaging across micro-batches is not implemented yet (each micro-batch's mean is averaged)"},
+    {"--iterations-to-skip", T::kRefused, "skipping iterations is not implemented yet"},
+    {"--exit-signal-handler-for-*", T::kRefused, "use --exit-signal-handler (the training loop saves and exits)"},
+    {"--no-check-for-nan-in-loss-and-grad", T::kNoted, "a non-finite loss or gradient norm always stops the run here"},
+    {"--check-for-large-grads", T::kNoted, "gradient-spike checks are not implemented: a non-finite gradient norm stops the run"},
+    {"--check-for-spiky-loss", T::kNoted, "loss-spike checks are not implemented: a non-finite loss stops the run"},
+    {"--check-weight-hash-across-dp-replicas-interval", T::kNoted, "replica weight-hash checks are not implemented"},
+    {"--gpu-sniff-test-interval", T::kNoted, "GPU sniff tests are not implemented"},
+    {"--train-sync-interval", T::kNoted, "the host does not run ahead of the GPU by more than one iteration here"},
+    {"--result-rejected-tracker-filename", T::kNoted, "read only by Megatron's rerun engine (not implemented)"},
+    {"--dump-param-to-param-group-map", T::kNoted, "the parameter-group dump is not implemented"},
+    {"--disable-gloo-process-groups", T::kNoted, "no gloo groups are created here"},
+    {"--model-parallel-size", T::kRefused, "an older Megatron name: use --tensor-model-parallel-size"},
+    {"--encoder-*-parallel-size", T::kRefused, "encoder-decoder pipelines are not implemented"},
+    {"--pipeline-model-parallel-split-rank", T::kRefused, "encoder-decoder pipelines are not implemented"},
+    {"--pipeline-model-parallel-layout", T::kRefused, "a free-form stage layout is not implemented yet; give --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers"},
+    {"--account-for-*-in-pipeline-split", T::kRefused, "not implemented yet; give --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers"},
+    {"--hierarchical-context-parallel-sizes", T::kRefused, "hierarchical (a2a+p2p) context parallelism is not implemented yet"},
+    {"--max-seqlen-per-dp-cp-rank", T::kRefused, "hybrid context parallelism is not implemented yet"},
+    {"--lazy-mpu-init", T::kRefused, "read only by external launchers that initialise Megatron themselves"},
+    {"--use-custom-fsdp", T::kRefused, kFsdp},
+    {"--use-torch-fsdp2", T::kRefused, kFsdp},
+    {"--use-megatron-fsdp", T::kRefused, kFsdp},
+    {"--megatron-fsdp-*", T::kNoted, "read only by Megatron FSDP (not implemented)"},
+    {"--fsdp-*", T::kNoted, "read only by FSDP (not implemented)"},
+    {"--torch-fsdp2-*", T::kNoted, "read only by FSDP (not implemented)"},
+    {"--no-strict-fsdp-dtensor-load", T::kNoted, "read only by FSDP (not implemented)"},
+    {"--keep-fp8-transpose-cache*", T::kNoted, "read only by FSDP with FP8 (neither is implemented)"},
+    {"--enable-full-sharding-in-hsdp", T::kNoted, "read only by FSDP (not implemented)"},
+    {"--fake-process-group", T::kRefused, "a fake process group for memory estimates is not implemented"},
+    {"--flight-recorder-*", T::kNoted, "NCCL's flight recorder is configured by its TORCH_NCCL_* / NCCL_* environment"},
+    {"--no-flight-recorder-*", T::kNoted, "NCCL's flight recorder is configured by its TORCH_NCCL_* / NCCL_* environment"},
+    {"--distributed-timeout-seconds-after-init", T::kNoted, "the collective timeout is --distributed-timeout-minutes throughout"},
+    {"--nccl-communicator-config-path", T::kNoted, "NCCL communicators take their settings from NCCL_* variables here"},
+    {"--use-sharp", T::kNoted, "SHARP is enabled through NCCL's own environment (NCCL_COLLNET_ENABLE)"},
+    {"--sharp-enabled-group", T::kNoted, "SHARP is enabled through NCCL's own environment (NCCL_COLLNET_ENABLE)"},
+    {"--use-nccl-ub", T::kNoted, kOverlap},
+    {"--disable-symmetric-registration", T::kNoted, kOverlap},
+    {"--create-all-gather-group", T::kNoted, kOverlap},
+    {"--suggested-communication-unit-size", T::kNoted, kOverlap},
+    {"--no-use-layer-wise-param-layout", T::kNoted, "the distributed optimizer's buffer layout is this build's own"},
+    {"--replication*", T::kNoted, "read only by non-persistent local checkpoints (not implemented)"},
+    // Mixtures of experts.
+    {"--moe-enable-deepep", T::kNoted, kMoeKernels},
+    {"--moe-deepep-*", T::kNoted, kMoeKernels},
+    {"--moe-flex-dispatcher-*", T::kNoted, kMoeKernels},
+    {"--moe-hybridep-*", T::kNoted, kMoeKernels},
+    {"--moe-ncclep-*", T::kNoted, kMoeKernels},
+    {"--moe-permute-fusion-into-hybridep", T::kNoted, kMoeKernels},
+    {"--moe-router-fusion", T::kNoted, kMoeKernels},
+    {"--moe-router-padding-for-*", T::kNoted, "read only with FP8 (not implemented yet)"},
+    {"--moe-paged-stash*", T::kNoted, kOffload},
+    {"--moe-single-grouped-*", T::kNoted, "the experts' weights are stored as this build's grouped tensors"},
+    {"--moe-enable-routing-replay", T::kNoted, "read only by Megatron's reinforcement learning"},
+    {"--moe-layer-recompute", T::kNoted, "MoE layers recompute with --recompute-granularity full"},
+    {"--moe-extended-tp", T::kRefused, "extended tensor parallelism of the experts is not implemented (deprecated in Megatron): use --expert-tensor-parallel-size"},
+    {"--moe-use-upcycling", T::kRefused, "upcycling a dense checkpoint into experts is not implemented yet"},
+    {"--moe-upcycling-granularity", T::kRefused, "upcycling a dense checkpoint into experts is not implemented yet"},
+    {"--moe-routing-trace-*", T::kNoted, "routing traces are not implemented"},
+    // Data.
+    {"--data-args-path", T::kRefused, "give the datasets with --data-path"},
+    {"--per-split-data-args-path", T::kRefused, "give the datasets with --train-data-path, --valid-data-path, --test-data-path"},
+    {"--no-mmap-bin-files", T::kRefused, "datasets are always memory-mapped"},
+    {"--fim-*", T::kRefused, "fill-in-the-middle data is not implemented yet"},
+    {"--dataloader-inter-document-masking", T::kRefused, "use --reset-attention-mask"},
+    {"--phase-transition-iterations", T::kRefused, "data phase transitions are not implemented yet"},
+    {"--object-storage-cache-path", T::kRefused, "datasets are read from the file system (object storage is not implemented)"},
+    {"--s3-cache-path", T::kRefused, "datasets are read from the file system (object storage is not implemented)"},
+    {"--sft*", T::kRefused, "supervised fine-tuning data is not implemented yet"},
+    {"--allow-ambiguous-pad-tokens", T::kNoted, "read only by Megatron's SFT and padded datasets"},
+    {"--dataloader-defer-npy-index-mmap", T::kNoted, "the index caches are this build's own"},
+    {"--dataloader-fast-cache-load", T::kNoted, "the index caches are this build's own"},
+    {"--per-dataset-sequences-path", T::kNoted, "the index caches are this build's own"},
+    {"--chat-template", T::kNoted, "read only by Megatron's SFT and inference"},
+    // Tokenizer.
+    {"--tokenizer-special-tokens", T::kRefused, "special tokens are not implemented yet"},
+    {"--null-tokenizer-eod-id", T::kRefused, "NullTokenizer's end-of-document id is fixed in this build"},
+    {"--null-tokenizer-pad-id", T::kRefused, "NullTokenizer's pad id is fixed in this build"},
+    {"--tokenizer-hf-no-use-fast", T::kNoted, "one HuggingFace tokenizer here, giving the fast tokenizer's ids"},
+    {"--trust-remote-code", T::kNoted, "no remote code runs here: tokenizer.json is read"},
+    {"--no-use-tokenizer-model-from-checkpoint-args", T::kNoted, "the tokenizer comes from the command line and is checked against the checkpoint's"},
+    // Checkpointing.
+    {"--pretrained-checkpoint", T::kRefused, "use --load with --finetune"},
+    {"--ckpt-step", T::kRefused, "loading a chosen iteration is not implemented yet; --load reads the latest"},
+    {"--override-ckpt-iteration", T::kRefused, "loading a chosen iteration is not implemented yet; --load reads the latest"},
+    {"--use-checkpoint-args", T::kRefused, "taking model arguments from a checkpoint is not implemented yet"},
+    {"--use-mp-args-from-checkpoint-args", T::kRefused, "taking model arguments from a checkpoint is not implemented yet"},
+    {"--exit-on-missing-checkpoint", T::kRefused, kNotYet},
+    {"--ckpt-format", T::kRefused, kCkpt},
+    {"--auto-detect-ckpt-format", T::kRefused, kCkpt},
+    {"--ckpt-convert-*", T::kRefused, "converting at load time is not implemented: use convert_checkpoint"},
+    {"--non-persistent-*", T::kRefused, "non-persistent checkpoints are not implemented"},
+    {"--save-*-interval", T::kNoted, "tensor dumps are not implemented"},
+    {"--no-initialization", T::kNoted, "parameters are always initialised before a load here"},
+    // Logging.
+    {"--log-params-norm", T::kRefused, "parameter-norm logging is not implemented yet"},
+    {"--log-num-zeros-in-grad", T::kRefused, "zero-gradient counting is not implemented yet"},
+    {"--log-progress", T::kRefused, "progress.txt logging is not implemented yet"},
+    {"--log-energy", T::kRefused, "energy logging is not implemented"},
+    {"--timing-log-level", T::kRefused, "timer levels are not implemented yet"},
+    {"--timing-log-option", T::kRefused, "timer levels are not implemented yet"},
+    {"--wandb-*", T::kRefused, kWandb},
+    {"--log-memory-interval", T::kNoted, "memory is logged with --log-memory-to-tensorboard"},
+    {"--log-device-memory-used", T::kNoted, "memory is logged with --log-memory-to-tensorboard"},
+    {"--log-max-attention-logit", T::kNoted, "attention-logit logging is not implemented"},
+    {"--no-barrier-with-level-1-timing", T::kNoted, "timer levels are not implemented"},
+    {"--data-parallel-random-init", T::kRefused, "per-replica initialisation is not implemented"},
+    {"--distribute-saved-activations", T::kRefused, "distributing saved activations over tensor-parallel ranks is not implemented"},
+    {"--profile*", T::kNoted, kProfiler},
+    {"--use-pytorch-profiler", T::kNoted, kProfiler},
+    {"--record-memory-history", T::kNoted, kProfiler},
+    {"--memory-snapshot-path", T::kNoted, kProfiler},
+    // Fault tolerance and re-runs.
+    {"--rerun-mode", T::kRefused, "the result-validating rerun engine is not implemented yet: a non-finite loss or gradient norm stops the run", "disabled"},
+    {"--error-injection-*", T::kRefused, "error injection is not implemented"},
+    {"--checkpoint-activations", T::kRefused, kRecompute},
+    {"--retro-add-retriever", T::kRefused, "RETRO is not implemented"},
+    {"--perform-rl-step", T::kRefused, "reinforcement learning is not implemented"},
+    {"--logits-load-dir", T::kRefused, "logit distillation is not implemented"},
 };
 
-constexpr CataloguedFlag kIgnored[] = {
-    {"--use-mcore-models", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
-    {"--no-async-tensor-model-parallel-allreduce", K::kStoreTrue, "deprecated and ignored by Megatron as well"},
-    {"--use-flash-attn", K::kStoreTrue, kKernelChoice},
-    {"--no-persist-layer-norm", K::kStoreTrue, kKernelChoice},
-    {"--cross-entropy-loss-fusion", K::kStoreTrue, kKernelChoice},
-    {"--use-cpu-initialization", K::kStoreTrue, "every layout here starts from the same weights, each rank drawing its shard on its device"},
+// The default for a group's flags without their own rule.
+constexpr FlagRule kGroupRules[] = {
+    {"transformer configuration", T::kRefused, kNotYet},
+    {"inference", T::kNoted, kInference},
+    {"rl", T::kNoted, "read only by Megatron's reinforcement learning (train_rl.py)"},
+    {"vision", T::kNoted, "read only by Megatron's vision models"},
+    {"biencoder", T::kNoted, "read only by Megatron's retrieval (ICT / biencoder) models"},
+    {"retro", T::kNoted, "read only by Megatron's RETRO models"},
+    {"Logits Distillation", T::kNoted, "read only by Megatron's logit distillation"},
+    {"mla", T::kRefused, "multi-latent attention (DeepSeek) is not implemented yet"},
+    {"experimental", T::kRefused, kNotYet},
+    {"experimental_attention_variant", T::kRefused, kNotYet},
+    {"heterogeneous architecture", T::kRefused, "heterogeneous layer configurations are not implemented"},
+    {"Transformer-Engine", T::kRefused, kFp8},
+    {"mixed precision", T::kNoted, "read only with FP8 or Mamba (neither is implemented)"},
+    {"network size", T::kNoted, "read only by Megatron's BERT and T5 models"},
+    {"data and dataloader", T::kNoted, "read only by Megatron's BERT, T5 and retrieval datasets"},
+    {"validation", T::kRefused, kNotYet},
+    {"moe", T::kRefused, kNotYet},
+    {"training", T::kRefused, kNotYet},
+    {"distributed", T::kRefused, kNotYet},
+    {"distributed init", T::kRefused, kNotYet},
+    {"checkpointing", T::kNoted, kCkpt},
+    {"tokenizer", T::kRefused, "tokenizer options that change ids are not implemented yet"},
+    {"logging", T::kRefused, kNotYet},
+    {"learning rate", T::kRefused, kNotYet},
+    {"learning rate and weight decay", T::kRefused, kNotYet},
+    {"regularization", T::kRefused, kNotYet},
+    {"initialization", T::kRefused, kNotYet},
+    {"profiling", T::kNoted, kProfiler},
+    {"autoresume", T::kNoted, "ADLR autoresume is not implemented: use --exit-duration-in-mins or --exit-signal-handler"},
+    {"straggler", T::kNoted, "straggler detection is not implemented"},
+    {"workload inspector", T::kNoted, "the workload inspector server is not implemented"},
+    {"one logger", T::kNoted, "NVIDIA's one-logger telemetry is not part of this build"},
+    {"config logger", T::kNoted, "the configuration logger is not implemented"},
+    {"msc", T::kNoted, "files are read from the file system (the Multi-Storage Client is not part of this build)"},
+    {"ft_package", T::kNoted, "NVIDIA's fault-tolerance package is not implemented: a failed rank ends the job"},
+    {"In-process restart", T::kNoted, "in-process restart is not implemented: a failed rank ends the job"},
+    {"fault injector", T::kRefused, "fault injection is not implemented"},
+    {"rerun engine", T::kRefused, kNotYet},
+    {"sft", T::kRefused, "supervised fine-tuning data is not implemented yet"},
+};
+
+constexpr OlderFlag kOlder[] = {
+    {"--checkpoint-num-layers", K::kValue, T::kRefused, kRecompute},
+    {"--activations-checkpoint-method", K::kValue, T::kRefused, kRecompute},
+    {"--activations-checkpoint-num-layers", K::kValue, T::kRefused, kRecompute},
+    {"--log-batch-size-to-tensorboard", K::kStoreTrue, T::kRefused, "an older Megatron flag: the batch size is always written to TensorBoard"},
 };
 
 constexpr LegacyFlag kLegacy[] = {
@@ -98,10 +335,16 @@ constexpr LegacyFlag kLegacy[] = {
     {"--no-query-key-layer-scaling", "", "", "query-key layer scaling is off unless --apply-query-key-layer-scaling", ""},
 };
 
+constexpr MegatronFlag kMegatronFlags[] = {
+#include "megatron_flag_list.inc"
+};
+
 }  // namespace
 
-std::span<const CataloguedFlag> unsupported_flags() { return kUnsupported; }
-std::span<const CataloguedFlag> ignored_flags() { return kIgnored; }
+std::span<const MegatronFlag> megatron_flags() { return kMegatronFlags; }
+std::span<const FlagRule> flag_rules() { return kFlagRules; }
+std::span<const FlagRule> group_rules() { return kGroupRules; }
+std::span<const OlderFlag> older_flags() { return kOlder; }
 std::span<const LegacyFlag> legacy_flags() { return kLegacy; }
 
 }  // namespace megatron::train::detail

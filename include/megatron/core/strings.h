@@ -44,6 +44,9 @@ std::string shell_word(std::string_view text);
 // The parts with `separator` between them: join({"a", "b"}, ", ") is "a, b".
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
+// The pieces of `text` between the separators: split("a,b", ',') is {"a", "b"}; "" gives {}.
+std::vector<std::string> split(std::string_view text, char separator);
+
 // "1.50 GiB", "12.3 MiB", "512 B".
 std::string human_bytes(std::uint64_t bytes);
 

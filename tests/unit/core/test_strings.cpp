@@ -123,6 +123,13 @@ TEST(ShellWord, QuotesAsShlexQuoteDoes) {
   EXPECT_EQ(shell_word("\xc3\xa9"), "'\xc3\xa9'");
 }
 
+TEST(Split, GivesThePiecesBetweenSeparators) {
+  EXPECT_EQ(split("--a,--b", ','), (std::vector<std::string>{"--a", "--b"}));
+  EXPECT_EQ(split("a||b", '|'), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(split("only", ','), (std::vector<std::string>{"only"}));
+  EXPECT_TRUE(split("", ',').empty());
+}
+
 TEST(HumanBytes, UsesBinaryUnits) {
   EXPECT_EQ(human_bytes(512), "512 B");
   EXPECT_EQ(human_bytes(1536), "1.50 KiB");

@@ -29,7 +29,7 @@ HfConfig read_hf_config(const json& hf, const std::string& where) {
   out.family = spec->family;
   model::ModelConfig& c = out.model;
   c.num_query_groups = c.kv_channels = c.ffn_hidden_size = 0;
-  spec->read_config(hf, k, out, problems);
+  spec->read_config(*spec, hf, k, out, problems);
   // Token ids are 32-bit in Megatron's datasets.
   out.vocab_size = k.integer("vocab_size", std::nullopt);
   c.init_method_std = k.real("initializer_range", 0.02);

@@ -22,6 +22,18 @@
 
 namespace megatron::interop::detail {
 
+// What transformers' config class gives a Llama-style config.json key that is absent (each
+// family's own; test_hf_config checks them against transformers' AutoConfig).
+struct HfDefaults {
+  std::int64_t max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  std::int64_t num_key_value_heads = 0;  // 0: num_attention_heads
+  std::int64_t head_dim = 0;             // 0: hidden_size / num_attention_heads
+  std::int64_t num_experts = 0;
+  std::int64_t num_experts_per_tok = 0;
+};
+
 struct HfFamilySpec {
   HfFamily family;
   const char* architecture;  // transformers' class
@@ -38,8 +50,10 @@ struct HfFamilySpec {
   const char* experts = nullptr;
   std::array<const char*, 3> expert_projections{};
   bool qk_norms = false;  // self_attn.q_norm / k_norm
+  HfDefaults defaults;
   // config.json -> Megatron's model; problems collected, not thrown.
-  void (*read_config)(const nlohmann::json& hf, HfConfigKeys& keys, HfConfig& out, Problems& problems) = nullptr;
+  void (*read_config)(const HfFamilySpec& spec, const nlohmann::json& hf, HfConfigKeys& keys, HfConfig& out,
+                      Problems& problems) = nullptr;
   // Megatron's model -> config.json, without the token ids, tie, cache and dtype the export adds.
   nlohmann::ordered_json (*write_config)(const HfFamilySpec& spec, const model::ModelConfig& c,
                                          std::int64_t vocab) = nullptr;

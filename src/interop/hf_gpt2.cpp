@@ -8,7 +8,7 @@
 namespace megatron::interop::detail {
 namespace {
 
-void read_gpt2(const nlohmann::json&, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+void read_gpt2(const HfFamilySpec&, const nlohmann::json&, HfConfigKeys& k, HfConfig& out, Problems& problems) {
   model::ModelConfig& c = out.model;
   const std::int64_t hidden = k.integer("n_embd", std::nullopt);
   const std::int64_t heads = k.integer("n_head", std::nullopt);

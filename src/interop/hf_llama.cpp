@@ -22,18 +22,18 @@ using nlohmann::json;
 // What the Llama-style families share: RoPE, RMSNorm, SwiGLU, grouped-query attention; the head
 // size's default is the family's (`head_dim`: hidden / heads, or Qwen3's 128). Biases are each
 // family's own.
-void read_llama_style(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems,
-                      std::optional<std::int64_t> head_dim) {
+void read_llama_style(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+  const HfDefaults& d = spec.defaults;
   model::ModelConfig& c = out.model;
   const std::int64_t hidden = k.integer("hidden_size", std::nullopt);
   const std::int64_t heads = k.integer("num_attention_heads", std::nullopt);
   c.num_layers = static_cast<int>(k.integer("num_hidden_layers", std::nullopt));
   c.hidden_size = static_cast<int>(hidden);
   c.num_attention_heads = static_cast<int>(heads);
-  c.num_query_groups = static_cast<int>(k.integer("num_key_value_heads", heads));
-  c.kv_channels = static_cast<int>(k.integer("head_dim", head_dim.value_or(heads > 0 ? hidden / heads : 0)));
-  c.seq_length = c.max_position_embeddings = static_cast<int>(k.integer("max_position_embeddings", 2048));
-  double theta = k.real("rope_theta", 10000.0);
+  c.num_query_groups = static_cast<int>(k.integer("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : heads));
+  c.kv_channels = static_cast<int>(k.integer("head_dim", d.head_dim > 0 ? d.head_dim : heads > 0 ? hidden / heads : 0));
+  c.seq_length = c.max_position_embeddings = static_cast<int>(k.integer("max_position_embeddings", d.max_position_embeddings));
+  double theta = k.real("rope_theta", d.rope_theta);
   if (hf.contains("rope_parameters") && hf.at("rope_parameters").is_object()) {
     const json& rp = hf.at("rope_parameters");
     HfConfigKeys rope(rp, problems);
@@ -52,7 +52,7 @@ void read_llama_style(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& 
   c.position_embedding = model::PositionEmbedding::kRope;
   c.rotary_base = std::floor(theta);
   c.normalization = model::Normalization::kRmsNorm;
-  c.norm_epsilon = k.real("rms_norm_eps", 1e-6);
+  c.norm_epsilon = k.real("rms_norm_eps", d.rms_norm_eps);
   c.swiglu = true;
   c.attention_dropout = k.real("attention_dropout", 0.0);
   c.hidden_dropout = 0.0;
@@ -69,8 +69,8 @@ void check_window(HfConfigKeys& k, const model::ModelConfig& c, bool sliding, Pr
   }
 }
 
-void read_llama(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
-  read_llama_style(hf, k, out, problems, std::nullopt);
+void read_llama(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+  read_llama_style(spec, hf, k, out, problems);
   out.model.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
   const bool attention_bias = k.boolean("attention_bias", false);
   if (k.boolean("mlp_bias", false) != attention_bias) {
@@ -81,8 +81,8 @@ void read_llama(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& proble
 }
 
 // The experts' router as Mixtral and Qwen3-MoE configure it.
-void read_router(HfConfigKeys& k, model::MoeConfig& m, const char* experts_key, Problems& problems) {
-  m.router_topk = static_cast<int>(k.integer("num_experts_per_tok", 2));
+void read_router(const HfFamilySpec& spec, HfConfigKeys& k, model::MoeConfig& m, const char* experts_key, Problems& problems) {
+  m.router_topk = static_cast<int>(k.integer("num_experts_per_tok", spec.defaults.num_experts_per_tok));
   if (m.num_experts > 0 && m.router_topk > m.num_experts) {
     problems.push_back(str_cat("num_experts_per_tok ", m.router_topk, " is more than ", experts_key, " ", m.num_experts));
   }
@@ -92,13 +92,13 @@ void read_router(HfConfigKeys& k, model::MoeConfig& m, const char* experts_key, 
 }
 
 // Mixtral: Llama's keys, and its experts (intermediate_size is each expert's MLP size).
-void read_mixtral(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
-  read_llama_style(hf, k, out, problems, std::nullopt);
+void read_mixtral(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+  read_llama_style(spec, hf, k, out, problems);
   model::ModelConfig& c = out.model;
   c.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
   model::MoeConfig& m = c.moe;
-  m.num_experts = static_cast<int>(k.integer("num_local_experts", 8));
-  read_router(k, m, "num_local_experts", problems);
+  m.num_experts = static_cast<int>(k.integer("num_local_experts", spec.defaults.num_experts));
+  read_router(spec, k, m, "num_local_experts", problems);
   m.ffn_hidden_size = c.ffn_hidden_size;
   if (k.real("router_jitter_noise", 0.0) != 0.0) problems.push_back("router_jitter_noise: megatron_train has no router jitter here");
   check_window(k, c, true, problems);
@@ -116,8 +116,8 @@ void read_qwen3_common(HfConfigKeys& k, HfConfig& out, Problems& problems) {
   out.tie_word_embeddings = k.boolean("tie_word_embeddings", false);
 }
 
-void read_qwen3(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
-  read_llama_style(hf, k, out, problems, 128);
+void read_qwen3(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+  read_llama_style(spec, hf, k, out, problems);
   model::ModelConfig& c = out.model;
   c.ffn_hidden_size = static_cast<int>(k.integer("intermediate_size", std::nullopt));
   read_qwen3_common(k, out, problems);
@@ -133,16 +133,16 @@ void read_qwen3(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& proble
 
 // Qwen3-MoE: layer i has experts unless it is among mlp_only_layers or (i + 1) is not a multiple of
 // decoder_sparse_step; the others are dense MLPs of intermediate_size.
-void read_qwen3_moe(const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
-  read_llama_style(hf, k, out, problems, std::nullopt);
+void read_qwen3_moe(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
+  read_llama_style(spec, hf, k, out, problems);
   model::ModelConfig& c = out.model;
   read_qwen3_common(k, out, problems);
   check_window(k, c, k.boolean("use_sliding_window", false), problems);
   model::MoeConfig& m = c.moe;
   // transformers writes num_local_experts (its attribute map), the hub's files num_experts.
   const char* experts_key = k.given("num_experts") ? "num_experts" : "num_local_experts";
-  m.num_experts = static_cast<int>(k.integer(experts_key, 128, 0));
-  read_router(k, m, experts_key, problems);
+  m.num_experts = static_cast<int>(k.integer(experts_key, spec.defaults.num_experts, 0));
+  read_router(spec, k, m, experts_key, problems);
   m.router_pre_softmax = !k.boolean("norm_topk_prob", false);
   m.ffn_hidden_size = static_cast<int>(k.integer("moe_intermediate_size", 768));
   const std::int64_t step = k.integer("decoder_sparse_step", 1);
@@ -314,11 +314,14 @@ std::span<const HfFamilySpec* const> llama_style_families() {
         s.experts = "block_sparse_moe.experts.";
         s.expert_projections = {"w1", "w3", "w2"};
         s.read_config = read_mixtral;
+        s.defaults = {.max_position_embeddings = 131072, .rope_theta = 1e6, .rms_norm_eps = 1e-5, .num_key_value_heads = 8,
+                      .num_experts = 8, .num_experts_per_tok = 2};
         s.write_config = write_mixtral;
       });
   static const HfFamilySpec qwen3 = with(llama_style(HfFamily::kQwen3, "Qwen3ForCausalLM", "qwen3", "Qwen3"), [](auto& s) {
     s.qk_norms = true;
     s.read_config = read_qwen3;
+    s.defaults = {.max_position_embeddings = 32768, .num_key_value_heads = 32, .head_dim = 128};
     s.write_config = write_qwen3;
   });
   static const HfFamilySpec qwen3_moe =
@@ -328,6 +331,7 @@ std::span<const HfFamilySpec* const> llama_style_families() {
         s.expert_projections = {"gate_proj", "up_proj", "down_proj"};
         s.qk_norms = true;
         s.read_config = read_qwen3_moe;
+        s.defaults = {.max_position_embeddings = 32768, .num_key_value_heads = 4, .num_experts = 128, .num_experts_per_tok = 8};
         s.write_config = write_qwen3_moe;
       });
   static const HfFamilySpec* const all[] = {&llama, &mixtral, &qwen3, &qwen3_moe};

@@ -101,7 +101,7 @@ inline const std::filesystem::path& fixture_reference(const std::string& name, c
     const std::filesystem::path out = std::filesystem::path(paths::kTestsBuild) / "unit" / name;
     if (!std::filesystem::exists(out / "done")) {
       ADD_FAILURE() << out << " has no reference: run the tests through ctest (its fixture " << fixture
-                    << " runs tests/unit/tokenizer/" << name << ".py first), or run that script with --out " << out;
+                    << " runs tests/unit/<area>/" << name << ".py first), or run that script with --out " << out;
     }
     it = folders.emplace(name, out).first;
   }

@@ -71,8 +71,6 @@ class PostProcessor {
 };
 // nullptr for a JSON null or a processor that leaves ids alone (ByteLevel).
 std::unique_ptr<PostProcessor> parse_post_processor(const json& j, const std::string& where);
-// The template transformers builds from add_bos_token / add_eos_token (-1: not added).
-std::unique_ptr<PostProcessor> make_bos_eos_processor(std::int32_t bos, std::int32_t eos);
 
 class Decoder {
  public:

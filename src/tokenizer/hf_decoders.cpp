@@ -217,13 +217,6 @@ class DecoderSequence final : public Decoder {
 
 }  // namespace
 
-std::unique_ptr<PostProcessor> make_bos_eos_processor(std::int32_t bos, std::int32_t eos) {
-  std::vector<std::int32_t> before, after;
-  if (bos >= 0) before.push_back(bos);
-  if (eos >= 0) after.push_back(eos);
-  return std::make_unique<Wrap>(std::move(before), std::move(after));
-}
-
 std::unique_ptr<PostProcessor> parse_post_processor(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   MEGATRON_CHECK(j.is_object() && j.contains("type"), where, " is not a post-processor object");

@@ -1,6 +1,7 @@
 // HuggingFaceTokenizer (see hf_tokenizer.h): the files read and the pipeline of hf_components.h
 // run in the `tokenizers` library's order, plus what transformers' AutoTokenizer adds on top (the
-// named special tokens of tokenizer_config.json, its add_bos_token / add_eos_token template).
+// named special tokens of special_tokens_map.json and tokenizer_config.json). As transformers 5
+// does, ids come from tokenizer.json alone: add_bos_token / add_eos_token change nothing.
 #include "megatron/tokenizer/hf_tokenizer.h"
 
 #include <filesystem>
@@ -119,7 +120,7 @@ HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder)
     const json& a = added[i];
     hf::AddedToken token;
     MEGATRON_CHECK(a.contains("id") && a.contains("content"), w, "added_tokens[", i, "] needs an id and a content");
-    token.id = a.at("id").get<std::int32_t>();
+    token.id = a.at("id").get<std::int32_t>();  // as declared; add_token gives the library's id
     token.content = a.at("content").get<std::string>();
     token.single_word = a.value("single_word", false);
     token.lstrip = a.value("lstrip", false);
@@ -129,29 +130,20 @@ HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder)
     add_token(std::move(token));
   }
 
-  // What AutoTokenizer adds: the named special tokens of the configuration (added when missing),
-  // the eos token, and a BOS/EOS template when add_bos_token / add_eos_token are given.
+  // What AutoTokenizer adds: the named special tokens (special_tokens_map.json's before
+  // tokenizer_config.json's), added when the vocabulary lacks them.
   json config = json::object();
   if (fs::exists(folder / "tokenizer_config.json")) config = read_json(folder / "tokenizer_config.json");
   json special_map = json::object();
   if (fs::exists(folder / "special_tokens_map.json")) special_map = read_json(folder / "special_tokens_map.json");
   for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
-    const json& entry = config.contains(name) ? config.at(name) : special_map.value(name, json());
+    const json& entry = special_map.contains(name) ? special_map.at(name) : config.value(name, json());
     std::optional<hf::AddedToken> token = config_token(entry);
     if (!token) continue;
-    std::int32_t id = token_id(token->content);
-    if (id < 0) {
-      token->id = static_cast<std::int32_t>(vocab_size_);
-      id = token->id;
-      add_token(*token);
-    }
+    if (token_id(token->content) < 0) add_token(*token);
+    const std::int32_t id = token_id(token->content);
     if (std::string_view(name) == "eos_token") eos_ = id;
     if (std::string_view(name) == "bos_token") bos_ = id;
-  }
-  if (config.contains("add_bos_token") || config.contains("add_eos_token")) {
-    const bool add_bos = config.value("add_bos_token", false) && bos_ >= 0;
-    const bool add_eos = config.value("add_eos_token", false) && eos_ >= 0;
-    post_processor_ = hf::make_bos_eos_processor(add_bos ? bos_ : -1, add_eos ? eos_ : -1);
   }
 
   // split_special_tokens (transformers sets the library's encode_special_tokens from it): special
@@ -182,12 +174,21 @@ std::int32_t HfTokenizer::token_id(const std::string& content) const {
   return model_->id(content);
 }
 
-// An added token keeps the model's id for its content when the model has it; the vocabulary
-// grows by the tokens the model does not have.
+// An added token takes the model's id for its content when the model has it; otherwise the next
+// free id, whatever id the file declares: the `tokenizers` library's rule (the largest added id
+// plus one once past the model's vocabulary, else the model's size).
 void HfTokenizer::add_token(hf::AddedToken token) {
   if (!added_contents_.emplace(token.content, true).second) return;  // the first of a content wins
-  MEGATRON_CHECK(token.id >= 0, where_, ": added token \"", token.content, "\" has a negative id");
-  if (model_->id(token.content) < 0) ++vocab_size_;
+  const std::int32_t model_id = model_->id(token.content);
+  if (model_id >= 0) {
+    token.id = model_id;
+  } else {
+    const auto model_size = static_cast<std::int32_t>(model_->size());
+    std::int32_t largest = -1;
+    for (const hf::AddedToken& added : added_) largest = std::max(largest, added.id);
+    token.id = largest >= model_size ? largest + 1 : model_size;
+    ++vocab_size_;
+  }
   if (static_cast<std::size_t>(token.id) >= id_to_token_.size()) id_to_token_.resize(token.id + 1);
   id_to_token_[token.id] = token.content;
   added_.push_back(std::move(token));

@@ -16,6 +16,7 @@ Usage: hf_reference.py --texts A.jsonl [--texts B.jsonl] --out DIR
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import sentencepiece as spm
@@ -40,6 +41,7 @@ MORE = [
     "HELLO WORLD, hello   world!", "x\x1cy\x1dz\x1ew\x1fv", "\u0085\u0085 \u0085x",
     "ﬁ ﬂ ㎏ ① Ⅻ ｶﾀｶﾅ ＡＢＣ", "İstanbul ΣΑΣ ΌΣΟΣ ß ẞ", "\r\n\r\n", "a" * 5000, "1234567" * 200,
     "mixed123numbers456and789 3.14 2024-11-26", "¿Qué? ¡Sí! «quotes» „low” ‘single’", "\t\t\tindented\n\t",
+    "a<|mytok|>b<|other|> c hello<|third|>",
 ]
 
 
@@ -160,6 +162,43 @@ def make_whitespace(texts, out):
     save(tok, out, eos_token="</s>", unk_token="<unk>")
 
 
+def derived(folder, out, config=None, special_tokens_map=None, added=()):
+    """A copy of `folder` with tokenizer_config.json keys changed, a special_tokens_map.json, or
+    added_tokens appended to tokenizer.json as written (ids as declared, not as the library gives them)."""
+    shutil.copytree(folder, out, dirs_exist_ok=True)
+    with open(os.path.join(out, "tokenizer_config.json")) as f:
+        tokenizer_config = json.load(f)
+    tokenizer_config.update(config or {})
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(tokenizer_config, f)
+    if special_tokens_map:
+        with open(os.path.join(out, "special_tokens_map.json"), "w") as f:
+            json.dump(special_tokens_map, f)
+    with open(os.path.join(out, "tokenizer.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    for token_id, content in added:
+        j["added_tokens"].append({"id": token_id, "content": content, "single_word": False, "lstrip": False,
+                                  "rstrip": False, "normalized": False, "special": True})
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+
+
+def make_derived(folders, out):
+    """Folders whose configuration transformers reads in a way that is easy to get wrong: add_bos_token
+    / add_eos_token (transformers leaves ids to tokenizer.json's post-processor), an eos_token in
+    special_tokens_map.json that differs from tokenizer_config.json's (the map's wins), and added
+    tokens declared at ids that are not the next free ones (the library renumbers them)."""
+    qwen2 = folders["qwen2"]
+    made = {
+        "config_flags": dict(config={"add_bos_token": True, "add_eos_token": True, "bos_token": "<|im_start|>"}),
+        "eos_map": dict(config={"eos_token": "<|im_end|>"}, special_tokens_map={"eos_token": "<|endoftext|>"}),
+        "renumbered": dict(added=[(2100, "<|mytok|>"), (5, "<|other|>"), (9999, "hello"), (3502, "<|third|>")]),
+    }
+    for name, change in made.items():
+        folders[name] = os.path.join(out, name)
+        derived(qwen2, folders[name], **change)
+
+
 def write_cases(folder, name, texts, out):
     tok = AutoTokenizer.from_pretrained(folder)
     lib = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
@@ -192,6 +231,7 @@ def main():
     make_llama2(training, folders["llama2"], os.path.join(args.out, "work"))
     folders["llama2_legacy"] = os.path.join(args.out, "llama2_legacy")
     make_llama2_legacy(folders["llama2"], folders["llama2_legacy"])
+    make_derived(folders, args.out)
     for name, folder in folders.items():
         write_cases(folder, name, texts, args.out)
     with open(os.path.join(args.out, "done"), "w") as f:

@@ -77,7 +77,7 @@ TEST_P(HfTokenizerParity, EncodesDecodesAndCountsAsAutoTokenizer) {
 
 INSTANTIATE_TEST_SUITE_P(Folders, HfTokenizerParity,
                          ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "llama2_legacy", "metaspace",
-                                           "whitespace"));
+                                           "whitespace", "config_flags", "eos_map", "renumbered"));
 
 std::string error_of(const std::string& path) {
   try {

@@ -106,6 +106,8 @@ int run(int argc, char** argv) {
   std::vector<std::int64_t> ids;
   for (const std::int32_t id : tokenizer->encode(prompt)) ids.push_back(id);
   if (ids.empty()) {
+    MEGATRON_CHECK(tokenizer->eod() >= 0, "the prompt is empty and the ", tokenizer->type(),
+                   " has no end-of-document token to start a document from: give --prompt");
     log.note("the prompt is empty: generating a new document from the end-of-document token");
     ids.push_back(tokenizer->eod());
   }

@@ -156,7 +156,7 @@ int run(int argc, char** argv) {
   }
   if (tokenizer && options.append_eod && tokenizer->eod() < 0) {
     problems.push_back("--append-eod: " + tokenizer->type() + " has no end-of-document token (the --tokenizer-model "
-                       "has no EOS piece); drop --append-eod");
+                       "has no EOS piece or eos_token); drop --append-eod");
   }
   megatron::throw_if_problems("invalid command line", problems);
 

@@ -263,6 +263,8 @@ GptDatasets build_all(const DataPaths& paths, const SplitSamples& samples, GptDa
     config.mock = true;
     config.split = kMockSplit;
     config.split_matrix = parse_split(kMockSplit);
+    MEGATRON_CHECK(config.tokenizer.eod >= 0, "--mock-data: the tokenizer has no end-of-document token to end the mock "
+                   "documents with; give --data-path");
     auto source =
         std::make_shared<const MockTokenSource>(config.tokenizer.eod, config.tokenizer.vocab_size);
     if (config.tokenizer.vocab_size > 0) {

@@ -47,12 +47,14 @@ HfExport to_hf(const model::ModelConfig& c, const Named& params, std::int64_t eo
     for (std::size_t i = 0; i < hf.size(); ++i) out.tensors.emplace_back(rule.hf[i], hf[i].to(dtype).contiguous());
   }
   out.config = spec.write_config(spec, c, vocab_size);
+  // A tokenizer without an end of document (-1) writes transformers' None.
+  const auto id_or_null = [](std::int64_t id) { return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr); };
   out.config["use_cache"] = true;
-  out.config["bos_token_id"] = bos;
-  out.config["eos_token_id"] = eod;
+  out.config["bos_token_id"] = id_or_null(bos);
+  out.config["eos_token_id"] = id_or_null(eod);
   out.config["tie_word_embeddings"] = !c.untie_embeddings_and_output_weights;
   out.config["dtype"] = dtype_name(dtype);
-  out.generation_config = {{"bos_token_id", bos}, {"eos_token_id", eod}, {"pad_token_id", eod},
+  out.generation_config = {{"bos_token_id", id_or_null(bos)}, {"eos_token_id", id_or_null(eod)}, {"pad_token_id", id_or_null(eod)},
                            {"max_length", c.seq_length}};
   return out;
 }

@@ -63,6 +63,14 @@ class PreTokenizer {
 };
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where);
 
+// A Metaspace pre-tokenizer's or decoder's settings, checked as the library checks them: the
+// replacement one character; add_prefix_space false only with prepend_scheme never (absent: always).
+struct MetaspaceSettings {
+  std::string replacement;
+  std::string prepend_scheme;  // always, first or never
+};
+MetaspaceSettings parse_metaspace(const json& j, const std::string& where);
+
 class PostProcessor {
  public:
   virtual ~PostProcessor() = default;

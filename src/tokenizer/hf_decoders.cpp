@@ -245,11 +245,8 @@ std::unique_ptr<Decoder> parse_decoder(const json& j, const std::string& where) 
   const std::string type = j.at("type").get<std::string>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Metaspace") {
-    const std::string scheme = j.value("prepend_scheme", std::string("always"));
-    const bool legacy_no_prefix = j.contains("add_prefix_space") && j.at("add_prefix_space").is_boolean() &&
-                                  !j.at("add_prefix_space").get<bool>();
-    return std::make_unique<MetaspaceDecoder>(j.at("replacement").get<std::string>(),
-                                              scheme != "never" && !legacy_no_prefix);
+    const MetaspaceSettings m = parse_metaspace(j, where);
+    return std::make_unique<MetaspaceDecoder>(m.replacement, m.prepend_scheme != "never");
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();

@@ -287,6 +287,22 @@ bool is_punctuation(char32_t cp) {
 
 }  // namespace
 
+MetaspaceSettings parse_metaspace(const json& j, const std::string& where) {
+  MetaspaceSettings m{j.at("replacement").get<std::string>(), j.value("prepend_scheme", std::string("always"))};
+  char32_t cp = 0;
+  const bool one = !m.replacement.empty() && decode_utf8(m.replacement, 0, cp) == m.replacement.size();
+  MEGATRON_CHECK(one, where, ".replacement \"", m.replacement,
+                 "\" is not one character (the tokenizers library refuses this file)");
+  MEGATRON_CHECK(m.prepend_scheme == "always" || m.prepend_scheme == "first" || m.prepend_scheme == "never", where,
+                 ".prepend_scheme ", m.prepend_scheme, " is not always, first or never");
+  const bool no_prefix = j.contains("add_prefix_space") && j.at("add_prefix_space").is_boolean() &&
+                         !j.at("add_prefix_space").get<bool>();
+  MEGATRON_CHECK(!no_prefix || m.prepend_scheme == "never", where, ".add_prefix_space false does not match prepend_scheme ",
+                 m.prepend_scheme, j.contains("prepend_scheme") ? "" : " (its default)",
+                 " (the tokenizers library refuses this file)");
+  return m;
+}
+
 std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   MEGATRON_CHECK(j.is_object() && j.contains("type"), where, " is not a pre-tokenizer object");
@@ -308,15 +324,11 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const std::stri
   }
   if (type == "ByteLevel") return std::make_unique<ByteLevel>(j.value("add_prefix_space", true), j.value("use_regex", true));
   if (type == "Metaspace") {
-    Metaspace::Prepend prepend = Metaspace::Prepend::kAlways;
-    const std::string scheme = j.value("prepend_scheme", std::string("always"));
-    if (scheme == "first") prepend = Metaspace::Prepend::kFirst;
-    else if (scheme == "never") prepend = Metaspace::Prepend::kNever;
-    else MEGATRON_CHECK(scheme == "always", where, ".prepend_scheme ", scheme, " is not always, first or never");
-    if (j.contains("add_prefix_space") && j.at("add_prefix_space").is_boolean() && !j.at("add_prefix_space").get<bool>()) {
-      prepend = Metaspace::Prepend::kNever;
-    }
-    return std::make_unique<Metaspace>(j.at("replacement").get<std::string>(), prepend, j.value("split", true));
+    const MetaspaceSettings m = parse_metaspace(j, where);
+    const Metaspace::Prepend prepend = m.prepend_scheme == "first"   ? Metaspace::Prepend::kFirst
+                                       : m.prepend_scheme == "never" ? Metaspace::Prepend::kNever
+                                                                     : Metaspace::Prepend::kAlways;
+    return std::make_unique<Metaspace>(m.replacement, prepend, j.value("split", true));
   }
   if (type == "Digits") {
     const auto is_number = [](char32_t cp) { return (code_point_flags(cp) & flags::kNumber) != 0; };

@@ -68,11 +68,7 @@ class HfTokenizer final : public Tokenizer {
   HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder);
   std::string type() const override { return "HuggingFaceTokenizer"; }
   std::size_t vocab_size() const override { return vocab_size_; }
-  std::int32_t eod() const override {
-    MEGATRON_CHECK(eos_ >= 0, where_, " names no eos_token (tokenizer_config.json or special_tokens_map.json), "
-                   "so there is no end-of-document id");
-    return eos_;
-  }
+  std::int32_t eod() const override { return eos_; }  // -1: no eos_token (Megatron's None)
   std::optional<std::int32_t> bos() const override {
     return bos_ >= 0 ? std::optional<std::int32_t>(bos_) : std::nullopt;
   }
@@ -99,35 +95,58 @@ class HfTokenizer final : public Tokenizer {
   std::int32_t bos_ = -1;
 };
 
+// Runs `read`; a JSON value of the wrong type or shape inside it becomes an error naming the file
+// and the part being read (nlohmann's own message names neither).
+template <typename F>
+void in_section(const std::string& where, F&& read) {
+  try {
+    read();
+  } catch (const json::exception& e) {
+    const std::string what = e.what();
+    const auto bracket = what.find("] ");
+    MEGATRON_FAIL(where, ": a value of the wrong JSON type or shape (",
+                  bracket == std::string::npos ? what : what.substr(bracket + 2), ")");
+  }
+}
+
 HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder) : where_(tokenizer_json.string()) {
   const json j = read_json(tokenizer_json);
   const std::string w = where_ + ": ";
   MEGATRON_CHECK(j.is_object() && j.contains("model"), where_, " (", kFlag, ") has no \"model\": not a tokenizer.json");
-  normalizer_ = hf::parse_normalizer(j.value("normalizer", json()), w + "normalizer");
-  pre_tokenizer_ = hf::parse_pre_tokenizer(j.value("pre_tokenizer", json()), w + "pre_tokenizer");
-  const json& model = j.at("model");
-  const std::string model_type = model.value("type", std::string("BPE"));
-  MEGATRON_CHECK(model_type == "BPE", w, "model is a ", model_type,
-                 " model, which this build does not implement (implemented: BPE)");
-  const bool byte_level = pre_tokenizer_ && pre_tokenizer_->byte_level();
-  model_ = std::make_unique<hf::BpeModel>(model, byte_level, w + "model");
-  post_processor_ = hf::parse_post_processor(j.value("post_processor", json()), w + "post_processor");
-  decoder_ = hf::parse_decoder(j.value("decoder", json()), w + "decoder");
+  in_section(w + "normalizer", [&] { normalizer_ = hf::parse_normalizer(j.value("normalizer", json()), w + "normalizer"); });
+  in_section(w + "pre_tokenizer",
+             [&] { pre_tokenizer_ = hf::parse_pre_tokenizer(j.value("pre_tokenizer", json()), w + "pre_tokenizer"); });
+  in_section(w + "model", [&] {
+    const json& model = j.at("model");
+    const std::string model_type = model.value("type", std::string("BPE"));
+    MEGATRON_CHECK(model_type == "BPE", w, "model is a ", model_type,
+                   " model, which this build does not implement (implemented: BPE)");
+    const bool byte_level = pre_tokenizer_ && pre_tokenizer_->byte_level();
+    model_ = std::make_unique<hf::BpeModel>(model, byte_level, w + "model");
+  });
+  in_section(w + "post_processor", [&] {
+    post_processor_ = hf::parse_post_processor(j.value("post_processor", json()), w + "post_processor");
+  });
+  in_section(w + "decoder", [&] { decoder_ = hf::parse_decoder(j.value("decoder", json()), w + "decoder"); });
   id_to_token_ = model_->tokens();
   vocab_size_ = model_->size();
-  const json added = j.value("added_tokens", json::array());
+  json added;
+  in_section(w + "added_tokens", [&] { added = j.value("added_tokens", json::array()); });
   for (std::size_t i = 0; i < added.size(); ++i) {
-    const json& a = added[i];
-    hf::AddedToken token;
-    MEGATRON_CHECK(a.contains("id") && a.contains("content"), w, "added_tokens[", i, "] needs an id and a content");
-    token.id = a.at("id").get<std::int32_t>();  // as declared; add_token gives the library's id
-    token.content = a.at("content").get<std::string>();
-    token.single_word = a.value("single_word", false);
-    token.lstrip = a.value("lstrip", false);
-    token.rstrip = a.value("rstrip", false);
-    token.normalized = a.value("normalized", false);
-    token.special = a.value("special", false);
-    add_token(std::move(token));
+    const std::string where = w + "added_tokens[" + std::to_string(i) + "]";
+    in_section(where, [&] {
+      const json& a = added[i];
+      hf::AddedToken token;
+      MEGATRON_CHECK(a.contains("id") && a.contains("content"), where, " needs an id and a content");
+      token.id = a.at("id").get<std::int32_t>();  // as declared; add_token gives the library's id
+      token.content = a.at("content").get<std::string>();
+      token.single_word = a.value("single_word", false);
+      token.lstrip = a.value("lstrip", false);
+      token.rstrip = a.value("rstrip", false);
+      token.normalized = a.value("normalized", false);
+      token.special = a.value("special", false);
+      add_token(std::move(token));
+    });
   }
 
   // What AutoTokenizer adds: the named special tokens (special_tokens_map.json's before
@@ -137,18 +156,24 @@ HfTokenizer::HfTokenizer(const fs::path& tokenizer_json, const fs::path& folder)
   json special_map = json::object();
   if (fs::exists(folder / "special_tokens_map.json")) special_map = read_json(folder / "special_tokens_map.json");
   for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
-    const json& entry = special_map.contains(name) ? special_map.at(name) : config.value(name, json());
-    std::optional<hf::AddedToken> token = config_token(entry);
-    if (!token) continue;
-    if (token_id(token->content) < 0) add_token(*token);
-    const std::int32_t id = token_id(token->content);
-    if (std::string_view(name) == "eos_token") eos_ = id;
-    if (std::string_view(name) == "bos_token") bos_ = id;
+    const bool mapped = special_map.is_object() && special_map.contains(name);
+    const fs::path file = folder / (mapped ? "special_tokens_map.json" : "tokenizer_config.json");
+    in_section(file.string() + ": " + name, [&] {
+      const json& entry = mapped ? special_map.at(name) : config.is_object() ? config.value(name, json()) : json();
+      std::optional<hf::AddedToken> token = config_token(entry);
+      if (!token) return;
+      if (token_id(token->content) < 0) add_token(*token);
+      const std::int32_t id = token_id(token->content);
+      if (std::string_view(name) == "eos_token") eos_ = id;
+      if (std::string_view(name) == "bos_token") bos_ = id;
+    });
   }
 
   // split_special_tokens (transformers sets the library's encode_special_tokens from it): special
   // tokens written in a document are text like any other; the other added tokens are still found.
-  const bool split_special = config.value("split_special_tokens", false);
+  bool split_special = false;
+  in_section((folder / "tokenizer_config.json").string() + ": split_special_tokens",
+             [&] { split_special = config.is_object() && config.value("split_special_tokens", false); });
   std::vector<hf::AddedToken> raw, normalized;
   std::vector<std::string> raw_contents, normalized_contents;
   for (const hf::AddedToken& token : added_) {

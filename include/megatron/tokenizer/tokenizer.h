@@ -30,6 +30,9 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   virtual std::string type() const = 0;           // Megatron's --tokenizer-type name
   virtual std::size_t vocab_size() const = 0;     // before padding for the model
+  // The end-of-document id; -1 when the tokenizer has none (a HuggingFace folder without an
+  // eos_token, a SentencePiece model without EOS: Megatron's None), which only --append-eod,
+  // an empty prompt and an export's eos_token_id need.
   virtual std::int32_t eod() const = 0;
   // Megatron's tokenizer.pad, the id the GPT dataset pads with and masks out of the loss wherever
   // it occurs: only the SentencePiece types have one (the others raise there, which means -1).

@@ -142,20 +142,40 @@ TEST(HfTokenizerErrors, NameTheFileTheJsonPathAndWhatIsMissing) {
   const std::string dropout = error_of(edited("dropout", [](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }));
   EXPECT_NE(dropout.find("model.dropout is 0.1"), std::string::npos) << dropout;
 
+  // A value of the wrong JSON type names the file and the part, not only nlohmann's message.
+  const std::string content = error_of(edited("content-type", [](nlohmann::json& j) { j["added_tokens"][0]["content"] = 5; }));
+  EXPECT_NE(content.find("tokenizer.json: added_tokens[0]: a value of the wrong JSON type or shape (type must be string, but is number)"),
+            std::string::npos) << content;
+  const std::string flag = error_of(edited("flag-type", [](nlohmann::json& j) { j["pre_tokenizer"]["add_prefix_space"] = "yes"; }));
+  EXPECT_NE(flag.find("tokenizer.json: pre_tokenizer: a value of the wrong JSON type or shape"), std::string::npos) << flag;
+
+  // Files the tokenizers library refuses are refused here too.
+  const auto metaspace = [](nlohmann::json& j) -> nlohmann::json& {
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", true}};
+    return j["pre_tokenizer"];
+  };
+  const std::string contradiction = error_of(edited("prefix-space", [&](nlohmann::json& j) { metaspace(j)["add_prefix_space"] = false; }));
+  EXPECT_NE(contradiction.find("pre_tokenizer.add_prefix_space false does not match prepend_scheme first"), std::string::npos)
+      << contradiction;
+  const std::string replacement = error_of(edited("replacement", [&](nlohmann::json& j) { metaspace(j)["replacement"] = "ab"; }));
+  EXPECT_NE(replacement.find("pre_tokenizer.replacement \"ab\" is not one character"), std::string::npos) << replacement;
+  const std::string never_ok = error_of(edited("never", [&](nlohmann::json& j) {
+    metaspace(j)["add_prefix_space"] = false;
+    j["pre_tokenizer"]["prepend_scheme"] = "never";
+  }));
+  EXPECT_EQ(never_ok.find("add_prefix_space"), std::string::npos) << never_ok;
+
   const fs::path broken = scratch() / "broken";
   fs::create_directories(broken);
   std::ofstream(broken / "tokenizer.json") << "{\"model\": ";
   const std::string bad_json = error_of(broken.string());
   EXPECT_NE(bad_json.find("tokenizer.json (--tokenizer-model) is not valid JSON"), std::string::npos) << bad_json;
 
-  // No eos_token anywhere: the tokenizer loads, asking for its end of document names the gap.
+  // No eos_token anywhere: the tokenizer loads and encodes; it has no end of document (Megatron's
+  // eos_token_id None), which only --append-eod needs.
   const auto no_eos = make_hf_tokenizer(edited("no-eos", [](nlohmann::json&) {}));
-  try {
-    no_eos->eod();
-    ADD_FAILURE() << "eod() without an eos_token";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("names no eos_token"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(no_eos->eod(), -1);
+  EXPECT_FALSE(no_eos->encode("hello world").empty());
 }
 
 }  // namespace

@@ -73,6 +73,17 @@ tokenizer::TokenizerType sentencepiece_folder_type(const fs::path& dir, std::int
   return TokenizerType::kGptSentencePiece;
 }
 
+// Whether a tokenizer.json is of the kind the HuggingFaceTokenizer reads (a BPE model); a file that
+// does not parse counts as one, for the tokenizer to report when it is built.
+bool reads_as_bpe(const fs::path& path) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_text_file(path.string(), "tokenizer.json"));
+    return !j.contains("model") || !j.at("model").is_object() || j.at("model").value("type", std::string("BPE")) == "BPE";
+  } catch (const nlohmann::json::exception&) {
+    return true;
+  }
+}
+
 }  // namespace
 
 tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const tokenizer::TokenizerChoice& given) {
@@ -91,7 +102,9 @@ tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const
     o.type = tokenizer::TokenizerType::kGpt2Bpe;
     o.vocab_file = absolute(given.vocab_file.empty() ? dir / "vocab.json" : fs::path(given.vocab_file));
     o.merge_file = absolute(given.merge_file.empty() ? dir / "merges.txt" : fs::path(given.merge_file));
-  } else if (fs::exists(dir / "tokenizer.json")) {
+  } else if (fs::exists(dir / "tokenizer.json") &&
+             (!fs::exists(dir / "tokenizer.model") || reads_as_bpe(dir / "tokenizer.json"))) {
+    // A Unigram (or other) tokenizer.json beside tokenizer.model: the SentencePiece model reads it.
     o.type = tokenizer::TokenizerType::kHuggingFace;
     o.tokenizer_model = absolute(dir);
   } else if (fs::exists(dir / "tokenizer.model")) {

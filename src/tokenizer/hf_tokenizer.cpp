@@ -4,7 +4,9 @@
 // does, ids come from tokenizer.json alone: add_bos_token / add_eos_token change nothing.
 #include "megatron/tokenizer/hf_tokenizer.h"
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "flat_hash.h"
@@ -274,6 +276,34 @@ void HfEncoder::encode(std::string_view text, std::vector<std::int32_t>& out) {
   if (t.post_processor_) t.post_processor_->process(out, begin);
 }
 
+// Whether `path` could be a Hugging Face Hub repository id as huggingface_hub validates one:
+// "name" or "org/name", each part of letters, digits, '-', '_' and '.', starting and ending with
+// a letter, digit or '_', without "--" or "..". A path that is not one is a missing local file.
+bool is_hub_name(std::string_view path) {
+  if (path.empty() || path.size() > 96 || path.find("--") != std::string_view::npos ||
+      path.find("..") != std::string_view::npos) {
+    return false;
+  }
+  const auto slash = path.find('/');
+  if (slash != std::string_view::npos && path.find('/', slash + 1) != std::string_view::npos) return false;
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; };
+  for (const std::string_view part : {path.substr(0, slash), slash == std::string_view::npos ? path : path.substr(slash + 1)}) {
+    if (part.empty() || !word(part.front()) || !word(part.back())) return false;
+    for (const char c : part) {
+      if (!word(c) && c != '-' && c != '.') return false;
+    }
+  }
+  return true;
+}
+
+// A SentencePiece .model is a binary protobuf (its first field's tag 0x0A); a tokenizer.json is
+// text starting with '{'.
+bool looks_like_sentencepiece(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char first = 0;
+  return in.get(first) && first == '\x0a' && path.extension() != ".json";
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& path) {
@@ -289,7 +319,12 @@ std::unique_ptr<Tokenizer> make_hf_tokenizer(const std::string& path) {
     }
     return std::make_unique<HfTokenizer>(p / "tokenizer.json", p);
   }
-  if (fs::is_regular_file(p)) return std::make_unique<HfTokenizer>(p, p.parent_path());
+  if (fs::is_regular_file(p)) {
+    MEGATRON_CHECK(!looks_like_sentencepiece(p), kFlag, " ", path, " is a SentencePiece model, not a tokenizer.json: take "
+                   "--tokenizer-type Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer for it");
+    return std::make_unique<HfTokenizer>(p, p.parent_path());
+  }
+  MEGATRON_CHECK(is_hub_name(path), kFlag, " ", path, " does not exist (neither a folder with tokenizer.json nor the file)");
   MEGATRON_FAIL(kFlag, " ", path, " is not a local folder or tokenizer.json. Megatron would download a hub name such "
                 "as this from huggingface.co; this tool reads local files only: download it first (e.g. `hf download ",
                 path, " --local-dir DIR`, or save_pretrained(DIR) on a machine with access) and pass ", kFlag, " DIR");

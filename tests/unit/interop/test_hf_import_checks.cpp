@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -152,6 +153,29 @@ TEST(HfImportChecks, RefusesAMissingTensorByName) {
     t.erase(std::find_if(t.begin(), t.end(), [](const auto& p) { return p.first == "transformer.h.1.ln_2.bias"; }));
   });
   testing::expect_contains(refusal(dir), {"transformer.h.1.ln_2.bias is missing; config.json needs it with shape [48]"});
+}
+
+}  // namespace
+}  // namespace megatron::interop
+
+namespace megatron::interop {
+namespace {
+
+// The tokenizer an import takes from a folder: tokenizer.json, unless it is a kind this build does
+// not read (a Unigram model) and tokenizer.model is beside it.
+TEST(HfImportChecks, ATokenizerJsonOfAnotherKindFallsBackToTokenizerModel) {
+  for (const std::string kind : {"Unigram", "BPE"}) {
+    testing::TempDir dir("hf");
+    std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": ")" + kind + R"("}})";
+    std::ofstream(dir.path() / "tokenizer.model") << '\x0a';
+    const tokenizer::TokenizerOptions o = hf_folder_tokenizer(dir.path().string(), {});
+    if (kind == "BPE") {
+      EXPECT_EQ(o.type, tokenizer::TokenizerType::kHuggingFace);
+    } else {
+      EXPECT_EQ(o.type, tokenizer::TokenizerType::kLlama2);  // transformers' LlamaTokenizer over the model
+      EXPECT_EQ(std::filesystem::path(o.tokenizer_model).filename(), "tokenizer.model");
+    }
+  }
 }
 
 }  // namespace

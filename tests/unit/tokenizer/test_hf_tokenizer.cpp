@@ -115,6 +115,18 @@ TEST(HfTokenizerErrors, NameTheFileTheJsonPathAndWhatIsMissing) {
   ASSERT_TRUE(fs::exists(reference() / "done"));
   EXPECT_NE(error_of("meta-llama/Llama-3.1-8B").find("not a local folder"), std::string::npos);
   EXPECT_NE(error_of("meta-llama/Llama-3.1-8B").find("--tokenizer-model DIR"), std::string::npos);
+  // Only what could be a hub id gets the download hint; a missing local path is said to be missing.
+  for (const std::string missing : {"some/path/does_not_exist", "/abs/missing", "./rel", "a/../b", "x--y"}) {
+    const std::string e = error_of(missing);
+    EXPECT_NE(e.find("--tokenizer-model " + missing + " does not exist"), std::string::npos) << e;
+    EXPECT_EQ(e.find("hf download"), std::string::npos) << e;
+  }
+  // A SentencePiece model given as a tokenizer.json names the types that read it.
+  const fs::path sp = scratch() / "sp" / "tokenizer.model";
+  fs::create_directories(sp.parent_path());
+  std::ofstream(sp, std::ios::binary) << std::string("\x0a\x05\x0a\x01a", 5);
+  EXPECT_NE(error_of(sp.string()).find("is a SentencePiece model, not a tokenizer.json: take --tokenizer-type Llama2Tokenizer"),
+            std::string::npos) << error_of(sp.string());
 
   const fs::path slow = reference() / "work" / "llama2-slow";  // tokenizer.model only
   const std::string no_json = error_of(slow.string());

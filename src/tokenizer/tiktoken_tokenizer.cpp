@@ -245,6 +245,9 @@ TiktokenVocabulary load_tiktoken_vocabulary(const TiktokenOptions& options) {
   MEGATRON_CHECK(vocab.size() >= inner, "--tokenizer-model ", path, " has ", vocab.size(), " tokens; --vocab-size ",
                  options.vocab_size, " less ", num_special, " special tokens needs ", inner,
                  " (Megatron requires every id below --vocab-size to be a token)");
+  MEGATRON_CHECK(inner >= 256, "--vocab-size ", options.vocab_size, " less ", num_special, " special tokens keeps ", inner,
+                 " tokens of ", path, ", fewer than its 256 single bytes, which every text needs (a byte outside them "
+                 "cannot be encoded): give --vocab-size at least ", num_special + 256);
   std::unordered_set<std::string_view> seen;
   seen.reserve(inner);
   std::vector<std::string> tokens(inner);

@@ -174,6 +174,12 @@ TEST(Tiktoken, EachProblemOfAVocabularyFileIsNamed) {
   // The vocabulary is cut before it is checked, as Megatron cuts it: a bad entry past the cut is
   // never read.
   EXPECT_EQ(error_for(wrong_rank, 256 + 3), "");
+  // A --vocab-size that cuts into the 256 single bytes is refused at the start, not at the first
+  // text with a byte outside them.
+  const std::string cut = error_for(good, 200 + 3);
+  EXPECT_NE(cut.find("--vocab-size 203 less 3 special tokens keeps 200 tokens of "), std::string::npos) << cut;
+  EXPECT_NE(cut.find("fewer than its 256 single bytes, which every text needs"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("give --vocab-size at least 259"), std::string::npos) << cut;
 
   TiktokenOptions no_eos;
   no_eos.path = "v.json";

@@ -36,24 +36,41 @@ std::int64_t cgroup_memory_limit() {
 }
 
 // Which part of the model makes most of this rank's parameters, named by its flags.
-std::string largest_part(const model::ModelConfig& c, const RankShare& share) {
+struct LargestPart {
+  std::string what;
+  bool experts = false;
+};
+
+LargestPart largest_part(const model::ModelConfig& c, const RankShare& share) {
   std::int64_t layers = 0;
   for (const std::int64_t n : share.chunk_layers) layers = saturating_add(layers, n);
-  const std::int64_t in_layers = c.num_parameters(share.tp, layers, false, false);
+  const std::int64_t in_layers = c.num_parameters(share.tp, layers, false, false, share.ep, share.expert_tp);
+  const std::int64_t experts = c.num_expert_parameters(share.tp, layers, share.ep, share.expert_tp);
+  const std::int64_t dense = in_layers - experts;
   const std::int64_t vocab = saturating_mul(c.padded_vocab_size / share.tp, c.hidden_size);
   const std::int64_t positions = share.pp_rank == 0 && c.position_embedding == model::PositionEmbedding::kLearnedAbsolute
                                      ? saturating_mul(c.max_position_embeddings, c.hidden_size)
                                      : 0;
-  if (positions > in_layers && positions > vocab) {
-    return str_cat("the position-embedding table (--max-position-embeddings ", c.max_position_embeddings,
-                   " x --hidden-size ", c.hidden_size, ")");
+  const std::int64_t largest = std::max({dense, experts, vocab, positions});
+  if (positions == largest) {
+    return {str_cat("the position-embedding table (--max-position-embeddings ", c.max_position_embeddings,
+                    " x --hidden-size ", c.hidden_size, ")")};
   }
-  if (vocab > in_layers && (share.pp_rank == 0 || share.pp_rank == share.pp - 1)) {
-    return str_cat("the embedding table (padded vocabulary ", c.padded_vocab_size, " x --hidden-size ", c.hidden_size,
-                   share.tp > 1 ? str_cat(", split over ", share.tp, " tensor-parallel ranks") : std::string(), ")");
+  if (vocab == largest && (share.pp_rank == 0 || share.pp_rank == share.pp - 1)) {
+    return {str_cat("the embedding table (padded vocabulary ", c.padded_vocab_size, " x --hidden-size ", c.hidden_size,
+                    share.tp > 1 ? str_cat(", split over ", share.tp, " tensor-parallel ranks") : std::string(), ")")};
   }
-  return str_cat("the transformer layers (", layers, " of --num-layers ", c.num_layers, ", --hidden-size ",
-                 c.hidden_size, ", --ffn-hidden-size ", c.ffn_hidden_size, ")");
+  if (experts == largest) {
+    const int moe_ffn = c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size;
+    return {str_cat("the experts (--num-experts ", c.moe.num_experts, " x --moe-ffn-hidden-size ", moe_ffn,
+                    " x --hidden-size ", c.hidden_size, " in ", layers, " layers",
+                    share.ep > 1 ? str_cat(", ", c.moe.num_experts / share.ep, " per rank over --expert-model-parallel-size ", share.ep)
+                                 : std::string(", all on this rank: --expert-model-parallel-size 1"),
+                    ")"),
+            true};
+  }
+  return {str_cat("the transformer layers (", layers, " of --num-layers ", c.num_layers, ", --hidden-size ",
+                  c.hidden_size, c.moe.num_experts > 0 ? "" : str_cat(", --ffn-hidden-size ", c.ffn_hidden_size), ")")};
 }
 
 }  // namespace
@@ -122,7 +139,8 @@ void check_memory_fits(const model::ModelConfig& config, const RankShare& share,
   const MemoryNeed need = rank_memory_need(config, share, settings);
   if (need.total() <= device.bytes) return;
   const char* dtype = settings.param_bytes == 4 ? "fp32" : "16-bit";
-  std::string parts = str_cat(need.parameters, " parameters, mostly ", largest_part(config, share), ", in ", dtype,
+  const LargestPart largest = largest_part(config, share);
+  std::string parts = str_cat(need.parameters, " parameters, mostly ", largest.what, ", in ", dtype,
                               " (", short_bytes(need.parameter_bytes), "), their ",
                               settings.grad_in_fp32 ? "fp32" : dtype, " gradients (", short_bytes(need.gradient_bytes),
                               "), ", settings.param_bytes == 4 ? "" : "fp32 main weights and ", "Adam moments (",
@@ -133,7 +151,9 @@ void check_memory_fits(const model::ModelConfig& config, const RankShare& share,
                      config.num_attention_heads / share.tp, ", ", config.seq_length, ", ", config.seq_length,
                      "] in fp32: ", short_bytes(need.score_bytes), ")");
   }
-  std::string advice = "spread the model over more ranks (--tensor-model-parallel-size, --pipeline-model-parallel-size)";
+  std::string advice = largest.experts ? "spread the experts over more ranks (--expert-model-parallel-size) or the model "
+                                         "(--tensor-model-parallel-size, --pipeline-model-parallel-size)"
+                                       : "spread the model over more ranks (--tensor-model-parallel-size, --pipeline-model-parallel-size)";
   if (!settings.distributed_optimizer && share.dp > 1) advice += ", shard the optimizer state (--use-distributed-optimizer)";
   if (need.score_bytes > need.total() / 2) {
     advice = "lower --seq-length or --micro-batch-size, or use an attention backend that does not materialise the scores";

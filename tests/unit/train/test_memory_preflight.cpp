@@ -159,6 +159,15 @@ TEST(MemoryPreflight, ExpertParallelRanksHoldTheirShareOfTheExperts) {
   EXPECT_EQ(rank_memory_need(c, etp2, bf16(true)).parameters, dense_tp2 + stage_experts / 2);
 }
 
+TEST(MemoryPreflight, AMixtureOfExpertsThatCannotFitNamesTheExpertsAndExpertParallelism) {
+  const model::ModelConfig c = mixtral_8x7b();
+  const RankShare share{0, 1, 0, 2, 1, 16, {16}, 1, 16};  // all 8 experts of 16 layers on one rank
+  const std::string error = megatron::testing::error_of([&] { check_memory_fits(c, share, bf16(false), kGpu80); });
+  expect_contains(error, {"mostly the experts (--num-experts 8 x --moe-ffn-hidden-size 14336 x --hidden-size 4096 in 16 layers, "
+                          "all on this rank: --expert-model-parallel-size 1)",
+                          "spread the experts over more ranks (--expert-model-parallel-size)"});
+  EXPECT_EQ(error.find("--ffn-hidden-size"), std::string::npos) << error;
+}
 
 TEST(MemoryPreflight, Gpt3_175bAtTp8Pp16Dp8InBf16FitsAn80GbGpu) {
   const model::ModelConfig c = gpt3_175b();

@@ -91,6 +91,15 @@ void read_router(const HfFamilySpec& spec, HfConfigKeys& k, model::MoeConfig& m,
   m.aux_loss_coeff = k.real("router_aux_loss_coef", 0.001);
 }
 
+// One expert per token weighed by the softmax of its own logit alone, 1: Megatron's router has no
+// such setting (top-1 needs --moe-router-pre-softmax, which weighs the expert by its probability).
+void check_top1(const model::MoeConfig& m, const char* why, Problems& problems) {
+  if (m.router_topk != 1 || m.router_pre_softmax) return;
+  problems.push_back(str_cat("num_experts_per_tok 1", why, ": each token's one expert is weighed by 1 (the softmax of its "
+                             "logit alone); Megatron routes one expert per token only with the softmax over all "
+                             "experts before the choice (--moe-router-pre-softmax), which weighs it by its probability"));
+}
+
 // Mixtral: Llama's keys, and its experts (intermediate_size is each expert's MLP size).
 void read_mixtral(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfConfig& out, Problems& problems) {
   read_llama_style(spec, hf, k, out, problems);
@@ -100,6 +109,7 @@ void read_mixtral(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, HfC
   m.num_experts = static_cast<int>(k.integer("num_local_experts", spec.defaults.num_experts));
   read_router(spec, k, m, "num_local_experts", problems);
   m.ffn_hidden_size = c.ffn_hidden_size;
+  check_top1(m, "", problems);
   if (k.real("router_jitter_noise", 0.0) != 0.0) problems.push_back("router_jitter_noise: megatron_train has no router jitter here");
   check_window(k, c, true, problems);
   if (k.boolean("attention_bias", false)) problems.push_back("attention_bias: Mixtral's experts have no biases, and Megatron's --disable-bias-linear covers all");
@@ -144,6 +154,7 @@ void read_qwen3_moe(const HfFamilySpec& spec, const json& hf, HfConfigKeys& k, H
   m.num_experts = static_cast<int>(k.integer(experts_key, spec.defaults.num_experts, 0));
   read_router(spec, k, m, experts_key, problems);
   m.router_pre_softmax = !k.boolean("norm_topk_prob", false);
+  check_top1(m, " with norm_topk_prob", problems);
   m.ffn_hidden_size = static_cast<int>(k.integer("moe_intermediate_size", 768));
   const std::int64_t step = k.integer("decoder_sparse_step", 1);
   const std::vector<std::int64_t> dense = k.integers("mlp_only_layers");

@@ -163,6 +163,17 @@ TEST(HfConfig, Qwen3HeadSizeDefaultAndWhatItCannotBe) {
   m["num_experts_per_tok"] = 9;
   testing::expect_contains(refusal(m), {"mlp_only_layers is \"3\"; expected a list of whole numbers",
                                         "num_experts_per_tok 9 is more than num_experts 8"});
+  // Top-1 routing: with the softmax over all experts (norm_topk_prob false) it is Megatron's
+  // --moe-router-pre-softmax; renormalised over the one chosen expert it is not, and the refusal
+  // says why instead of naming a megatron_train flag the converter does not have.
+  json top1 = qwen3_moe();
+  top1["num_experts_per_tok"] = 1;
+  top1["norm_topk_prob"] = false;
+  EXPECT_TRUE(read_hf_config(top1, "hf/config.json").model.moe.router_pre_softmax);
+  top1["norm_topk_prob"] = true;
+  const std::string why = refusal(top1);
+  testing::expect_contains(why, {"num_experts_per_tok 1 with norm_topk_prob: each token's one expert is weighed by 1"});
+  EXPECT_EQ(why.find("Please use"), std::string::npos) << why;
 }
 
 TEST(HfConfig, FlagsDescribeTheModel) {

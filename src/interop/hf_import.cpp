@@ -146,7 +146,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   divides(c.num_query_groups, tp, "the key/value heads", "--target-tensor-parallel-size");
   divides(c.ffn_hidden_size, tp, "the MLP size", "--target-tensor-parallel-size");
   if (c.moe.enabled()) divides(c.moe.expert_ffn_hidden_size(c.ffn_hidden_size), tp, "the experts' MLP size", "--target-tensor-parallel-size");
-  divides(c.num_layers, pp, "the layers", "--target-pipeline-parallel-size");
+  divides(c.num_layers, pp, "the layer count", "--target-pipeline-parallel-size");
   if (ep > 1 && !c.moe.enabled()) {
     problems.push_back(str_cat("--target-expert-parallel-size ", ep, ": this model has no experts"));
   } else if (ep > 1) {

@@ -95,7 +95,18 @@ RunTokenizer saved_run_tokenizer(const LoadedModel& loaded, const tokenizer::Tok
     out.options = recorded;
     out.source = "the tokenizer (" + out.options.describe() + ")";
   }
-  out.tokenizer = tokenizer::build_tokenizer(out.options);
+  try {
+    out.tokenizer = tokenizer::build_tokenizer(out.options);
+  } catch (const Error& e) {
+    if (user_chose) throw;
+    // The files are the checkpoint's or the recorded run's, not a flag the user gave.
+    std::string why = e.what();
+    for (auto at = why.find(" (--tokenizer-model)"); at != std::string::npos; at = why.find(" (--tokenizer-model)")) {
+      why.erase(at, 20);
+    }
+    MEGATRON_FAIL(out.source, " cannot be built: ", why, "; give ",
+                  gpt2 ? "--vocab-file and --merge-file" : "--tokenizer-model", " to use the tokenizer it was trained with");
+  }
   const auto tokens = static_cast<std::int64_t>(out.tokenizer->vocab_size());
   const std::int64_t rows = loaded.config.padded_vocab_size;
   const std::string advice = user_chose && names_files

@@ -111,6 +111,23 @@ TEST(SavedRunTokenizer, ReadsTheCheckpointsCopyWhenTheRecordedFilesAreGone) {
   testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded); }), {"moved/vocab.json"});
 }
 
+TEST(SavedRunTokenizer, ABrokenCopyIsBlamedOnTheCheckpointNotOnAFlag) {
+  testing::TempDir dir("tok");
+  const fs::path copies = dir / "ckpt/iter_0000010/tokenizer";
+  fs::create_directories(copies);
+  std::ofstream(copies / "tokenizer.json") << "{\"model\": ";  // cut short
+  LoadedModel loaded;
+  loaded.run = checkpoint::SavedRun::from_json(
+      {{"tokenizer_type", "HuggingFaceTokenizer"}, {"tokenizer_model", dir / "gone"}}, "iter_0000010");
+  loaded.config.padded_vocab_size = 128;
+  loaded.root = dir / "ckpt";
+  loaded.iteration = 10;
+  const std::string error = testing::error_of([&] { saved_run_tokenizer(loaded); });
+  testing::expect_contains(error, {"the checkpoint's copy of its tokenizer", "cannot be built", "is not valid JSON",
+                                   "give --tokenizer-model to use the tokenizer it was trained with"});
+  EXPECT_EQ(error.find("(--tokenizer-model)"), std::string::npos) << error;
+}
+
 TEST(SavedRunTokenizer, RefusesFilesOfAnotherTokenizerType) {
   const LoadedModel loaded = trained_with(testing::gpt2_vocab_file(), testing::gpt2_merges_file());
   testing::expect_contains(testing::error_of([&] { saved_run_tokenizer(loaded, {"", "", "/some/tokenizer.model"}); }),

@@ -25,6 +25,44 @@ void refuse_another_model(const model::ModelConfig& ours, const model::ModelConf
   throw_if_problems("checkpoint " + folder + " was saved for a different model", differences, ProblemHeading::kList);
 }
 
+// The tokenizer settings that change ids, without the paths of its files: Megatron's identity of
+// the tokenizer (its class and keyword arguments).
+std::pair<std::string, std::vector<std::pair<std::string, std::string>>> tokenizer_settings(
+    const tokenizer::TokenizerOptions& o) {
+  auto identity = o.identity();
+  return {identity.class_name, identity.arguments};
+}
+
+// A resume with another tokenizer than the checkpoint's gives its token ids other meanings:
+// refused unless --finetune (then a warning), naming both. Files moved elsewhere pass when they
+// equal the checkpoint's copies; without copies, other paths only get a note.
+void check_same_tokenizer(const checkpoint::SavedRun& run, const tokenizer::TokenizerOptions& ours,
+                          const std::string& folder, bool finetune, const Log& log, bool speaks) {
+  if (!run.tokenizer_problem.empty()) return;  // a type this build does not know: nothing to compare
+  const tokenizer::TokenizerOptions& recorded = run.tokenizer;
+  std::string differs;
+  if (tokenizer_settings(recorded) != tokenizer_settings(ours)) {
+    differs = "another tokenizer";
+  } else if (recorded.describe() != ours.describe()) {
+    const std::string copies = (std::filesystem::path(folder) / checkpoint::kTokenizerFolder).string();
+    const auto copied = tokenizer::options_reading_copies(recorded, copies);
+    if (!copied.files_exist() || !ours.files_exist()) {
+      if (speaks) log.note("checkpoint " + folder + " was trained with " + recorded.describe() + "; this run reads " +
+                           ours.describe() + " (no copy in the checkpoint to compare them with)");
+      return;
+    }
+    if (tokenizer::read_tokenizer_files(copied) != tokenizer::read_tokenizer_files(ours)) {
+      differs = "files that differ from the checkpoint's copies in " + copies;
+    }
+  }
+  if (differs.empty()) return;
+  const std::string what = "checkpoint " + folder + " was trained with " + recorded.describe() + "; this run gives " +
+                           ours.describe() + ", " + differs;
+  MEGATRON_CHECK(finetune, what, ": its token ids would mean other tokens. Give the tokenizer it was trained with, "
+                 "or --finetune to start a new run from its weights");
+  if (speaks) log.warning(what + ": fine-tuning with it (--finetune)");
+}
+
 }  // namespace
 
 std::unique_ptr<OutputLock> take_save_folder(const std::string& save, std::ostream& out) {
@@ -187,6 +225,7 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
   const model::ModelConfig saved_model = run ? run->model_config(folder) : target.model;
   refuse_another_model(target.model, saved_model, folder);
+  if (run) check_same_tokenizer(*run, target.tokenizer, folder, plan_.finetune, log_, ps_.rank() == 0);
   const bool reshard = saved.tp != ps_.tp() || saved.ep != ps_.ep() || saved.etp != ps_.expert_tp() ||
                        !checkpoint::same_layer_split(saved_split, target.layout);
   const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;

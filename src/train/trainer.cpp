@@ -258,7 +258,7 @@ nlohmann::json Trainer::run_config() const {
 }
 
 Checkpointer::LoadTarget Trainer::load_target() {
-  return {model_.saved, model_.saved_layouts, layout_, plan_.model,
+  return {model_.saved, model_.saved_layouts, layout_, plan_.model, plan_.tokenizer,
           [this](const std::string& name, std::int64_t numel) { return optimizer_->needs_state_piece(name, numel); },
           model_.saved.size() - model_.params.size()};
 }

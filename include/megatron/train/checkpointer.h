@@ -87,6 +87,7 @@ class Checkpointer {
     const std::vector<parallel::TensorParallelLayout>& layouts;
     const parallel::PipelineLayout& layout;
     const model::ModelConfig& model;
+    const tokenizer::TokenizerOptions& tokenizer;  // this run's, against the one the checkpoint records
     checkpoint::TensorFilter optimizer_pieces;
     std::size_t buffers = 0;  // the last `buffers` of params are buffers (no optimizer state)
   };

@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/single_process_context.h"
+#include "megatron/tokenizer/tokenizer_files.h"
 #include "model/tiny_model_config.h"
 #include "test_support.h"
 
@@ -155,7 +157,8 @@ TEST(Checkpointer, LoadWithoutATrackerWarnsAndStartsFromRandom) {
   const parallel::ParameterInit gen(3);
   const model::GptModel model(config, pc(), gen);
   const parallel::PipelineLayout layout{config.num_layers, 1, 1, std::nullopt, std::nullopt};
-  const Checkpointer::LoadTarget target{model.named_parameters(), model.parameter_layouts(), layout, config, {}};
+  const tokenizer::TokenizerOptions tokenizer;
+  const Checkpointer::LoadTarget target{model.named_parameters(), model.parameter_layouts(), layout, config, tokenizer, {}};
 
   std::ostringstream quiet;
   EXPECT_FALSE(Checkpointer(CheckpointPlan{}, pc(), false, quiet, nullptr).load(target).has_value());  // no --load
@@ -244,6 +247,60 @@ TEST(Checkpointer, RefusesACheckpointOfAnotherHiddenSizeListingTheDifference) {
   for (std::size_t i = 0; i < before.size(); ++i) {
     EXPECT_TRUE(at::equal(before[i], ours.named_parameters()[i].second)) << "nothing loaded";
   }
+}
+
+// A resume reads the checkpoint's token ids with this run's tokenizer: another one (another type,
+// settings or files) is refused without --finetune, naming both; the same files elsewhere pass.
+TEST(Checkpointer, ResumingWithAnotherTokenizerIsRefusedUnlessFinetuning) {
+  TempDir dir("checkpointer");
+  const std::string root = dir / "ckpt";
+  const model::ModelConfig config = testing::tiny_config();
+  const parallel::ParameterInit gen(1);
+  const model::GptModel model(config, pc(), gen);
+  tokenizer::TokenizerOptions gpt2;
+  gpt2.vocab_file = megatron::testing::gpt2_vocab_file();
+  gpt2.merge_file = megatron::testing::gpt2_merges_file();
+  {
+    CheckpointPlan plan;
+    plan.save = root;
+    plan.save_tokenizer_assets = true;
+    std::ostringstream out;
+    Checkpointer saver(plan, pc(), false, out, take_save_folder(root, out));  // with the tokenizer's copies
+    checkpoint::CheckpointState state = state_at(4, config, model.named_parameters());
+    state.config.update(gpt2.to_json());  // the run's arguments, as the trainer records them
+    state.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(gpt2));
+    saver.save(state);
+  }
+  const parallel::PipelineLayout layout{config.num_layers, 1, 1, std::nullopt, std::nullopt};
+  const auto load = [&](const tokenizer::TokenizerOptions& tokenizer, bool finetune, std::ostringstream& out) {
+    CheckpointPlan plan;
+    plan.load = root;
+    plan.finetune = finetune;
+    return Checkpointer(plan, pc(), false, out, nullptr)
+        .load({model.named_parameters(), model.parameter_layouts(), layout, config, tokenizer, {}});
+  };
+  std::ostringstream out;
+  tokenizer::TokenizerOptions null;
+  null.type = tokenizer::TokenizerType::kNull;
+  null.vocab_size = 50257;
+  expect_contains(error_of([&] { load(null, false, out); }),
+                  {"was trained with --vocab-file " + gpt2.vocab_file, "this run gives --tokenizer-type NullTokenizer",
+                   "another tokenizer", "Give the tokenizer it was trained with, or --finetune"});
+  // Other files: compared with the checkpoint's copies.
+  tokenizer::TokenizerOptions other = gpt2;
+  other.vocab_file = dir / "vocab.json";
+  fs::copy_file(gpt2.vocab_file, other.vocab_file);
+  std::ofstream(other.vocab_file, std::ios::app) << " ";  // one more byte
+  expect_contains(error_of([&] { load(other, false, out); }), {"files that differ from the checkpoint's copies"});
+  std::ostringstream warned;
+  EXPECT_TRUE(load(other, true, warned).has_value());
+  expect_contains(warned.str(), {"WARNING: checkpoint", "fine-tuning with it (--finetune)"});
+  // The same files moved elsewhere are the same tokenizer.
+  fs::remove(other.vocab_file);
+  fs::copy_file(gpt2.vocab_file, other.vocab_file);
+  std::ostringstream quiet;
+  EXPECT_TRUE(load(other, false, quiet).has_value());
+  EXPECT_EQ(quiet.str().find("WARNING"), std::string::npos) << quiet.str();
 }
 
 }  // namespace

@@ -101,9 +101,10 @@ void export_to_hf(const ConvertOptions& o) {
   const auto run_tokenizer = megatron::interop::saved_run_tokenizer(loaded, o.tokenizer());
   const megatron::tokenizer::Tokenizer* tokenizer = run_tokenizer.tokenizer.get();
   const auto family = megatron::interop::hf_family_of(loaded.config);
+  // The tokenizer's rows, and the model's own past them (an imported model's vocab_size).
+  const std::int64_t rows = std::max(static_cast<std::int64_t>(tokenizer->vocab_size()), loaded.run.model_vocab_rows.value_or(0));
   const megatron::interop::HfExport out =
-      megatron::interop::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(),
-                               static_cast<std::int64_t>(tokenizer->vocab_size()), type, tokenizer->bos());
+      megatron::interop::to_hf(loaded.config, loaded.model->named_parameters(), tokenizer->eod(), rows, type, tokenizer->bos());
   megatron::interop::write_hf_folder(o.save_dir, out, run_tokenizer.options, loaded.config.seq_length, shard_bytes);
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in "
               "HuggingFace's %s format, %s weights\n",

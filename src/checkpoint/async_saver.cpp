@@ -110,6 +110,31 @@ std::optional<std::int64_t> AsyncCheckpointSaver::poll(bool blocking) {
   return iteration;
 }
 
+std::string remove_checkpoint(const std::string& root, std::int64_t iteration, const std::string& purpose,
+                              const RemoveFolder& remove_folder) {
+  const std::string folder = iteration_folder(root, iteration);
+  // Out of the final name first: a kill from here on leaves a temporary, removed at next start.
+  const std::string doomed = folder + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::rename(folder, doomed, ec);
+  MEGATRON_CHECK(!ec, purpose, ": cannot rename ", folder, " for removal (", ec.message(), ")");
+  if (remove_folder) {
+    remove_folder(doomed, ec);
+  } else {
+    fs::remove_all(doomed, ec);
+  }
+  if (ec) {
+    // Back under its final name, whole or not: a temporary name would make the next start take
+    // it for a killed save's leftover.
+    std::error_code back;
+    fs::rename(doomed, folder, back);
+    MEGATRON_FAIL(purpose, ": cannot remove ", folder, " (", ec.message(), ")",
+                  back ? str_cat("; it is left as ", doomed, ", which the next start removes")
+                       : std::string("; it stays, possibly without some of its files"));
+  }
+  return folder;
+}
+
 std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy,
                                          const RemoveFolder& remove_folder) {
   if (!policy.active()) return {};
@@ -124,27 +149,7 @@ std::vector<std::string> apply_retention(const std::string& root, std::int64_t l
     const std::int64_t it = iterations[i];
     if (it == latest) continue;
     if (policy.retain_interval && *policy.retain_interval > 0 && it % *policy.retain_interval == 0) continue;
-    const std::string folder = iteration_folder(root, it);
-    // Out of the final name first: a kill from here on leaves a temporary, removed at next start.
-    const std::string doomed = folder + ".tmp." + std::to_string(::getpid());
-    std::error_code ec;
-    fs::rename(folder, doomed, ec);
-    MEGATRON_CHECK(!ec, "checkpoint retention: cannot rename ", folder, " for removal (", ec.message(), ")");
-    if (remove_folder) {
-      remove_folder(doomed, ec);
-    } else {
-      fs::remove_all(doomed, ec);
-    }
-    if (ec) {
-      // Back under its final name, whole or not: a temporary name would make the next start take
-      // it for a killed save's leftover. Only a checkpoint older than the latest is ever here.
-      std::error_code back;
-      fs::rename(doomed, folder, back);
-      MEGATRON_FAIL("checkpoint retention: cannot remove ", folder, " (", ec.message(), ")",
-                    back ? str_cat("; it is left as ", doomed, ", which the next start removes")
-                         : std::string("; it stays, possibly without some of its files"));
-    }
-    removed.push_back(folder);
+    removed.push_back(remove_checkpoint(root, it, "checkpoint retention", remove_folder));
   }
   return removed;
 }

@@ -63,7 +63,8 @@ json SavedRun::to_json() const {
                    {"first_stage_layers", pipeline.first_stage_layers ? json(*pipeline.first_stage_layers) : json()},
                    {"last_stage_layers", pipeline.last_stage_layers ? json(*pipeline.last_stage_layers) : json()}}},
                  {"tokenizer", tokenizer.to_json()},
-                 {"vocab_padding", json()}};
+                 {"vocab_padding", json()},
+                 {"model_vocab_rows", model_vocab_rows ? json(*model_vocab_rows) : json()}};
   if (vocab_padding) record["vocab_padding"] = {{"divisible_by", vocab_padding->divisible_by}, {"tp", vocab_padding->tp}};
   j[kRecordKey] = std::move(record);
   return j;
@@ -92,6 +93,7 @@ SavedRun SavedRun::from_json(const json& config, const std::string& where) {
     if (padding.is_object()) {
       run.vocab_padding = VocabPadding{optional_int(padding, "divisible_by").value_or(128), optional_int(padding, "tp").value_or(1)};
     }
+    run.model_vocab_rows = optional_int(*record, "model_vocab_rows");
   } catch (const Error& e) {
     MEGATRON_FAIL(where, ": ", e.what());
   }

@@ -50,7 +50,7 @@ struct HfFamilySpec {
   const char* experts = nullptr;
   std::array<const char*, 3> expert_projections{};
   bool qk_norms = false;  // self_attn.q_norm / k_norm
-  HfDefaults defaults;
+  HfDefaults defaults{};
   // config.json -> Megatron's model; problems collected, not thrown.
   void (*read_config)(const HfFamilySpec& spec, const nlohmann::json& hf, HfConfigKeys& keys, HfConfig& out,
                       Problems& problems) = nullptr;

@@ -224,6 +224,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   run.model = config;
   run.pipeline = {config.num_layers, 1, std::nullopt, std::nullopt, std::nullopt};
   run.tokenizer = tokenizer_options;
+  if (vocab > tokens) run.model_vocab_rows = vocab;  // the model's own rows, for an export to give back
   common.config = run.to_json();
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
   common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));

@@ -46,7 +46,7 @@ void visit_fields(Config& c, F& f) {
   f(Field{"max_position_embeddings", "--max-position-embeddings", kAlways, false, true}, c.max_position_embeddings);
   f.choice(Field{"position_embedding_type", "--position-embedding-type", kUnlessDefault, false, true}, c.position_embedding);
   f(Field{"rotary_base", "--rotary-base", kSpecial, true}, c.rotary_base);
-  f(Field{"rotary_percent", "--rotary-percent", kUnlessDefault, false, true}, c.rotary_percent);
+  f(Field{"rotary_percent", "--rotary-percent", kUnlessDefault}, c.rotary_percent);
   f(Field{"rotary_interleaved", "--rotary-interleaved"}, c.rotary_interleaved);  // not built: never printed
   f.choice(Field{"normalization", "--normalization", kUnlessDefault, false, true}, c.normalization);
   f(Field{"norm_epsilon", "--norm-epsilon", kAlways}, c.norm_epsilon);
@@ -270,13 +270,43 @@ std::vector<std::string> ModelConfig::flags() const {
   return out;
 }
 
+namespace {
+
+// The config with the sizes that shape no tensor of it cleared: the dense MLP size when every
+// layer has experts, the experts' sizes without experts, the position table's length without
+// learned positions; the experts' MLP size resolved (unset means --ffn-hidden-size).
+ModelConfig shaping_only(ModelConfig c) {
+  if (c.moe.enabled()) c.moe.ffn_hidden_size = c.moe.expert_ffn_hidden_size(c.ffn_hidden_size);
+  if (c.moe.enabled() && c.moe.num_moe_layers(c.num_layers) == c.num_layers) c.ffn_hidden_size = 0;
+  if (!c.moe.enabled()) c.moe = MoeConfig{};
+  if (c.position_embedding != PositionEmbedding::kLearnedAbsolute) c.max_position_embeddings = 0;
+  return c;
+}
+
+}  // namespace
+
 std::vector<std::string> ModelConfig::shape_differences_from(const ModelConfig& saved) const {
   const json a = saved.to_json(), b = to_json();
+  const json shaping_a = shaping_only(saved).to_json(), shaping_b = shaping_only(*this).to_json();
   std::vector<std::string> out;
   for (const Field& f : all_fields()) {
-    if (f.shape && a.at(f.key) != b.at(f.key)) {
+    if (f.shape && shaping_a.at(f.key) != shaping_b.at(f.key)) {
       out.push_back(str_cat(f.key, ": checkpoint ", a.at(f.key).dump(), ", command line ", b.at(f.key).dump()));
     }
+  }
+  return out;
+}
+
+std::vector<std::string> ModelConfig::setting_differences_from(const ModelConfig& saved) const {
+  const json a = saved.to_json(), b = to_json();
+  const json shaping_a = shaping_only(saved).to_json(), shaping_b = shaping_only(*this).to_json();
+  std::vector<std::string> out;
+  for (const Field& f : all_fields()) {
+    // Settings a Megatron flag sets, and sizes no tensor depends on; the shapes that differ are
+    // shape_differences_from's.
+    if (f.emit == Emit::kNever || a.at(f.key) == b.at(f.key)) continue;
+    if (f.shape && shaping_a.at(f.key) != shaping_b.at(f.key)) continue;
+    out.push_back(str_cat(f.key, " ", b.at(f.key).dump(), " (the checkpoint's run had ", a.at(f.key).dump(), ")"));
   }
   return out;
 }

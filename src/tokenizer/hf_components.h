@@ -52,6 +52,15 @@ class Normalizer {
 // nullptr for a JSON null.
 std::unique_ptr<Normalizer> parse_normalizer(const json& j, const std::string& where);
 
+// The `tokenizers` library's Unicode data where it is older than ICU's (hf_unicode_data.cpp):
+// punctuation as of Unicode 8.0 (the Punctuation pre-tokenizer), combining marks as of 9.0
+// (StripAccents),
+// and whether normalization knows the code point (assigned by Unicode 11.0; a newer one is left as
+// it is, as an unassigned one).
+bool library_punctuation(char32_t cp);
+bool library_mark(char32_t cp);
+bool library_normalizes(char32_t cp);
+
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;

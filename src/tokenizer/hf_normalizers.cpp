@@ -1,6 +1,7 @@
 // tokenizer.json normalizers (see hf_components.h): Sequence, NFC, NFD, NFKC, NFKD, Lowercase,
 // Strip, StripAccents, Prepend and Replace, as the `tokenizers` library applies them. Unicode
-// normalization and case mapping are ICU's.
+// normalization and case mapping are ICU's, normalization and StripAccents limited to the
+// library's Unicode versions (hf_unicode_data.cpp).
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
@@ -66,7 +67,24 @@ class UnicodeForm final : public Normalizer {
   }
 
  private:
+  // The library's normal form: ICU's, with each code point its Unicode version does not know left
+  // as it is and ending the stretch before it (to the library, an unassigned code point).
   std::string normalized(const std::string& text) const {
+    std::string result, stretch;
+    for_each_code_point(text, [&](char32_t cp, std::size_t at, std::size_t n) {
+      if (library_normalizes(cp)) {
+        stretch.append(text, at, n);
+        return;
+      }
+      result += icu_normalized(stretch);
+      stretch.clear();
+      result.append(text, at, n);
+    });
+    return result + icu_normalized(stretch);
+  }
+
+  std::string icu_normalized(const std::string& text) const {
+    if (text.empty()) return text;
     UErrorCode status = U_ZERO_ERROR;
     const icu::UnicodeString in = icu::UnicodeString::fromUTF8(text);
     if (normalizer_->isNormalized(in, status) && U_SUCCESS(status)) return text;
@@ -150,7 +168,7 @@ class StripAccents final : public Normalizer {
     std::string out;
     std::size_t kept_in_origin = 0;
     for_each_code_point(text, [&](char32_t cp, std::size_t at, std::size_t n) {
-      if ((U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_M_MASK) != 0) return;
+      if (library_mark(cp)) return;
       out.append(text, at, n);
       if (at < origin) kept_in_origin += n;
     });

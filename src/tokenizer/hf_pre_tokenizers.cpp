@@ -279,12 +279,6 @@ class Whitespace final : public PreTokenizer {
   }
 };
 
-bool is_punctuation(char32_t cp) {
-  if (cp < 0x80) return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') ||
-                        (cp >= '{' && cp <= '~');
-  return (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_P_MASK) != 0;
-}
-
 }  // namespace
 
 MetaspaceSettings parse_metaspace(const json& j, const std::string& where) {
@@ -341,7 +335,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& j, const std::stri
   if (type == "Whitespace") return std::make_unique<Whitespace>();
   if (type == "Punctuation") {
     return make_char_split(j.contains("behavior") ? parse_behavior(j.at("behavior"), where) : Behavior::kIsolated,
-                           is_punctuation);
+                           library_punctuation);
   }
   MEGATRON_FAIL(where, " is a ", type, " pre-tokenizer, which this build does not implement (implemented: Sequence, "
                 "Split, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, Punctuation)");

@@ -13,6 +13,7 @@
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"
+#include "megatron/core/strings.h"
 #include "megatron/parallel/parallel_state.h"
 #include "megatron/tokenizer/tokenizer_files.h"
 #include "megatron/train/training_log.h"
@@ -161,8 +162,10 @@ void Checkpointer::committed(std::int64_t iteration) {
        << " to " << root << " [ t " << ps_.tp_rank() + 1 << "/" << ps_.tp() << ", p " << ps_.pp_rank() + 1 << "/"
        << ps_.pp() << " ]" << std::endl;
   // Retention only now: the new checkpoint is durable and the tracker names it.
+  if (ps_.rank() != 0) return;
+  remove_other_runs(iteration);
   const checkpoint::RetentionPolicy& policy = plan_.retention;
-  if (ps_.rank() != 0 || !policy.active()) return;
+  if (!policy.active()) return;
   // Rank 0 alone, so a failure here must not throw (the other ranks would wait for it in their
   // next collective): the checkpoints are safe, only the disk keeps more of them.
   try {
@@ -171,6 +174,23 @@ void Checkpointer::committed(std::int64_t iteration) {
     }
   } catch (const std::exception& e) {
     log_.warning(std::string(e.what()) + "; training goes on");
+  }
+}
+
+// The checkpoints another run left in --save (check_save_folder), once this run has its own: none
+// of them may stay beside this run's tracker (a later --ckpt-iteration or a hand-moved tracker
+// would load the other run's model). Rank 0; a failure is a warning, as retention's.
+void Checkpointer::remove_other_runs(std::int64_t saved) {
+  std::vector<std::int64_t> others;
+  std::swap(others, other_runs_);
+  for (const std::int64_t it : others) {
+    if (it == saved || !std::filesystem::exists(checkpoint::iteration_folder(*plan_.save, it))) continue;
+    try {
+      out_ << "  removed checkpoint " << checkpoint::remove_checkpoint(*plan_.save, it, "another run's checkpoint")
+           << " of the run that used this --save folder before" << std::endl;
+    } catch (const std::exception& e) {
+      log_.warning(std::string(e.what()) + "; training goes on");
+    }
   }
 }
 
@@ -225,7 +245,12 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   // A checkpoint of another model is refused by its differences, before any reshard is tried.
   const model::ModelConfig saved_model = run ? run->model_config(folder) : target.model;
   refuse_another_model(target.model, saved_model, folder);
+  if (const auto settings = target.model.setting_differences_from(saved_model); !settings.empty() && ps_.rank() == 0) {
+    log_.note("the command line's settings differ from checkpoint " + folder + "'s run; this run follows the command line: " +
+              join(settings, ", "));
+  }
   if (run) check_same_tokenizer(*run, target.tokenizer, folder, plan_.finetune, log_, ps_.rank() == 0);
+  if (run) model_vocab_rows_ = run->model_vocab_rows;
   const bool reshard = saved.tp != ps_.tp() || saved.ep != ps_.ep() || saved.etp != ps_.expert_tp() ||
                        !checkpoint::same_layer_split(saved_split, target.layout);
   const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;
@@ -300,7 +325,7 @@ void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::i
   }
 }
 
-void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) const {
+void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) {
   if (!plan_.save) return;
   namespace fs = std::filesystem;
   const std::string& root = *plan_.save;
@@ -319,15 +344,18 @@ void Checkpointer::check_save_folder(const model::ModelConfig& model, std::int64
     try {
       saved = checkpoint::SavedRun::from_json(checkpoint::read_layout(root, *tracker).config, folder).model_config(folder);
     } catch (const Error& e) {
-      log_.warning(str_cat(held, ", whose model cannot be read (", e.what(), "); this run's saves will replace them"));
+      other_runs_ = iterations;
+      log_.warning(str_cat(held, ", whose model cannot be read (", e.what(), "); once this run's first checkpoint "
+                           "is saved they are removed"));
       return;
     }
     throw_if_problems(str_cat(held, " for a different model; choose another --save folder, or remove them"),
                       model.shape_differences_from(saved), ProblemHeading::kList);
   }
+  other_runs_ = iterations;
   log_.warning(str_cat(held, "; this run starts at iteration ", start_iteration,
-                       " and its saves will replace them and move the tracker (give --load ", root,
-                       " to resume that run instead)"));
+                       ", and once its first checkpoint is saved they are removed and the tracker names this run's "
+                       "(give --load ", root, " to resume that run instead, or another --save folder to keep them)"));
 }
 
 }  // namespace megatron::train

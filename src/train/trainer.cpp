@@ -253,6 +253,7 @@ nlohmann::json Trainer::run_config() const {
                   plan_.pipeline.last_stage_layers};
   run.tokenizer = plan_.tokenizer;
   if (!plan_.vocab.padded_vocab_size) run.vocab_padding = {plan_.vocab.make_vocab_size_divisible_by, plan_.vocab.tp};
+  run.model_vocab_rows = checkpointer_->model_vocab_rows();  // an imported model's own rows, carried on
   run.arguments = plan_.arguments;
   return run.to_json();
 }

@@ -28,6 +28,7 @@ CASES=(
   "import 1"
   "import_expert_parallel 2 import"
   "export_imports 1 import"
+  "vocab_rows 1"
 )
 [[ ${1:-} == --list ]] && { printf '%s\n' "${CASES[@]}"; exit 0; }
 # shellcheck source=lib.sh
@@ -293,6 +294,37 @@ case_export_imports() {
     hf_job tensors_equal "$OUT/$fam.orig" "$OUT/$fam.back"
   done
   ok "exported"
+
+  hf_checks
+}
+
+case_vocab_rows() {
+  OUT=$SHARED/vocab_rows
+  rm -rf "$OUT"
+  mkdir -p "$OUT"
+  step "a model with more vocabulary rows than its tokenizer's tokens (Qwen-style 50304 for 50257): an export gives them back"
+  assert_succeeds "$PY" "$(dirname "$0")/hf_random_model.py" --vocab 50304 qwen3 "$OUT/qwen3.orig"
+  assert_succeeds "$CONVERT" --model-type GPT --loader hf --saver megatron --load-dir "$OUT/qwen3.orig" \
+    --save-dir "$OUT/qwen3.imported" --vocab-file "$VOCAB" --merge-file "$MERGES"
+  cp "$WORK/out.txt" "$OUT/import.txt"
+  assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$OUT/qwen3.imported" \
+    --save-dir "$OUT/qwen3.back"
+  grep -q '"vocab_size": 50304' "$OUT/qwen3.back/config.json" || fail "the export cut the model's own vocabulary rows"
+  hf_job tensors_equal "$OUT/qwen3.orig" "$OUT/qwen3.back"
+  ok "exported with its 50304 rows (transformers' check queued)"
+
+  step "trained on from the import with the printed command line, its checkpoints keep the rows"
+  flags_line=$(sed -n 's/^train from it with: megatron_train \(.*\) --finetune.*/\1/p' "$OUT/import.txt")
+  flags=()
+  eval "flags=($flags_line)"  # the printed words are quoted for a shell
+  [[ ${#flags[@]} -gt 10 ]] || { cat "$OUT/import.txt"; fail "no megatron_train flags printed"; }
+  assert_succeeds "$TRAIN" "${flags[@]}" --finetune --micro-batch-size 1 --global-batch-size 1 --lr 1e-4 \
+    --train-iters 2 --data-path "$GOLDEN" --data-cache-path "$WORK/cache" "${TOKENIZER[@]}" --log-interval 1 \
+    --eval-iters 0 --save "$OUT/qwen3.trained" --save-interval 2
+  assert_succeeds "$CONVERT" --model-type GPT --loader megatron --saver hf --load-dir "$OUT/qwen3.trained" \
+    --save-dir "$OUT/qwen3.trained.hf"
+  grep -q '"vocab_size": 50304' "$OUT/qwen3.trained.hf/config.json" || fail "a trained run's export cut the rows"
+  ok "trained 2 iterations; exported with its 50304 rows"
 
   hf_checks
 }

@@ -3,8 +3,9 @@
 # learning-rate schedule is refused unless --use-checkpoint-opt-param-scheduler (the checkpoint's
 # schedule goes on) or --override-opt-param-scheduler (this command line's) says which wins, as in
 # Megatron; a checkpoint saved without its random-number state is refused unless --no-load-rng or
-# --finetune; a --save folder holding another run's checkpoints is named before it is overwritten,
-# and refused when its model differs.
+# --finetune; a --save folder holding another run's checkpoints is named at the start and, once
+# the new run has a checkpoint of its own, emptied of them (none stays beside its tracker); it is
+# refused when its model differs.
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -57,11 +58,14 @@ assert_succeeds "${RUN[@]}" --lr 3e-3 --load "$norng" --finetune
 
 step "a --save folder holding another run's checkpoints of this model: a warning naming them, then the run"
 assert_succeeds "${RUN[@]}" --lr 3e-3 --save "$ckpt" --save-interval 2 --train-iters 2
-assert_contains "$WORK/out.txt" "WARNING: --save $ckpt already holds checkpoints of another run (iteration 4; the tracker names 4); this run starts at iteration 0"
+assert_contains "$WORK/out.txt" "WARNING: --save $ckpt already holds checkpoints of another run (iteration 4; the tracker names 4); this run starts at iteration 0, and once its first checkpoint is saved they are removed"
+assert_contains "$WORK/out.txt" "removed checkpoint $ckpt/iter_0000004 of the run that used this --save folder before"
 assert_eq 2 "$(cat "$ckpt/latest_checkpointed_iteration.txt")" "the tracker after the new run"
+[[ -d $ckpt/iter_0000002 && ! -e $ckpt/iter_0000004 ]] || fail "the other run's iteration 4 is still beside the new tracker"
+ok "only the new run's iteration 2 is left"
 
 step "... of another model: refused before anything is overwritten, naming the differences"
-assert_fails_with "already holds checkpoints of another run (iterations 2, 4; the tracker names 2) for a different model" \
+assert_fails_with "already holds checkpoints of another run (iteration 2; the tracker names 2) for a different model" \
   "${RUN[@]}" --lr 3e-3 --hidden-size 64 --save "$ckpt" --save-interval 2 --train-iters 2
 assert_contains "$WORK/err.txt" "hidden_size"
 assert_eq 2 "$(cat "$ckpt/latest_checkpointed_iteration.txt")" "the tracker after the refusal"

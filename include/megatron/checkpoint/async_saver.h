@@ -72,5 +72,9 @@ struct RetentionPolicy {
 using RemoveFolder = std::function<void(const std::filesystem::path&, std::error_code&)>;
 std::vector<std::string> apply_retention(const std::string& root, std::int64_t latest, const RetentionPolicy& policy,
                                          const RemoveFolder& remove_folder = {});
+// Removes <root>/iter_XXXXXXX/ the same way (renamed first; put back and thrown on failure, the
+// message starting with `purpose`); returns the folder's path.
+std::string remove_checkpoint(const std::string& root, std::int64_t iteration, const std::string& purpose,
+                              const RemoveFolder& remove_folder = {});
 
 }  // namespace megatron::checkpoint

@@ -47,6 +47,10 @@ struct SavedRun {
   // How the model's rows came from the tokenizer's size; none when the size was given
   // (--padded-vocab-size) or is not known (converters' checkpoints).
   std::optional<VocabPadding> vocab_padding;
+  // The vocabulary rows that are the model's own, past the tokenizer's tokens (an imported
+  // HuggingFace model's vocab_size: Qwen's 151936 rows for 151665 tokens), which an export gives
+  // back; none when the rows past the tokenizer are Megatron's padding.
+  std::optional<std::int64_t> model_vocab_rows;
   nlohmann::json arguments = nlohmann::json::object();  // the run's resolved arguments (empty from converters)
 
   // The model, or throws naming `where`: "<where>: the saved run configuration describes no model".

@@ -114,8 +114,13 @@ struct ModelConfig {
   // Megatron's default, and --padded-vocab-size.
   std::vector<std::string> flags() const;
   // The members that shape the parameters (sizes, norms, biases, vocabulary, tying) where `saved`
-  // and this config differ: "hidden_size: checkpoint 32, command line 48".
+  // and this config differ: "hidden_size: checkpoint 32, command line 48". A size no tensor of
+  // either model depends on is not compared (the dense MLP size when every layer has experts, the
+  // position table's length with rotary positions), as Megatron's check_checkpoint_args does not.
   std::vector<std::string> shape_differences_from(const ModelConfig& saved) const;
+  // The other members a flag sets where they differ, as this config takes them: "rotary_base
+  // 500000 (the checkpoint's run had 10000)"; a resume follows the command line in these.
+  std::vector<std::string> setting_differences_from(const ModelConfig& saved) const;
   // Rows of the fused QKV weight: (heads + 2 * groups) * kv_channels.
   int qkv_size() const { return (num_attention_heads + 2 * num_query_groups) * kv_channels; }
   // Channels of each head that RoPE rotates.

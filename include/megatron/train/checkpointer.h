@@ -99,14 +99,19 @@ class Checkpointer {
   // The --load checkpoint's state, its parameters already in `target.params` (restore's first
   // half); nullopt without --load or a tracker.
   std::optional<checkpoint::CheckpointState> load(const LoadTarget& target) const;
+  // The loaded checkpoint's own vocabulary rows past its tokenizer (an imported model's), which
+  // this run's checkpoints record in turn; none before a load or when it records none.
+  std::optional<std::int64_t> model_vocab_rows() const { return model_vocab_rows_; }
   // Every rank, after restore() and before the first save: a --save folder holding checkpoints this
   // run did not resume from (no --load of it) is another run's. Their model differing from
   // `model` is refused, naming the differences; the same model gets a warning naming the
-  // iterations there, which this run's saves (from `start_iteration` on) will replace.
-  void check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration) const;
+  // iterations there, which this run's first committed save (from `start_iteration` on) removes,
+  // so that no checkpoint of the other run stays beside this run's tracker.
+  void check_save_folder(const model::ModelConfig& model, std::int64_t start_iteration);
 
  private:
   void committed(std::int64_t iteration);
+  void remove_other_runs(std::int64_t saved);
   // The distributed optimizer's state in the same layout: the pieces this rank owns that other
   // folders of its stage hold (other EP ranks' for dense parameters, other TP ranks' where the
   // experts' TP size is not TP), into state.optimizer_parts.
@@ -123,6 +128,8 @@ class Checkpointer {
   std::unique_ptr<checkpoint::AsyncCheckpointSaver> async_saver_;
   std::function<void()> on_commit_;
   std::shared_ptr<const checkpoint::AssetFiles> tokenizer_files_;  // rank 0 of a run that saves them
+  std::vector<std::int64_t> other_runs_;
+  mutable std::optional<std::int64_t> model_vocab_rows_;  // iterations another run left in --save, removed at the first commit
 };
 
 }  // namespace megatron::train

@@ -88,6 +88,40 @@ TEST(ModelConfig, ShapeDifferencesNameEachShapeSettingOnly) {
             (std::vector<std::string>{"hidden_size: checkpoint 64, command line 48",
                                       "normalization: checkpoint \"LayerNorm\", command line \"RMSNorm\""}));
   EXPECT_TRUE(saved.shape_differences_from(saved).empty());
+  // What the command line changes besides: followed, and named for a note.
+  EXPECT_EQ(now.setting_differences_from(saved),
+            (std::vector<std::string>{"hidden_dropout 0.0 (the checkpoint's run had 0.1)"}));
+}
+
+// As Megatron's check_checkpoint_args, a size no tensor depends on is not a different model: the
+// dense MLP size when every layer has experts, the position table's length with rotary positions.
+TEST(ModelConfig, SizesNoTensorDependsOnAreSettingsNotShapes) {
+  ModelConfig saved;
+  saved.moe.num_experts = 4;
+  saved.moe.ffn_hidden_size = 96;
+  saved.ffn_hidden_size = 96;
+  ModelConfig now = saved;
+  now.ffn_hidden_size = 128;
+  EXPECT_TRUE(now.shape_differences_from(saved).empty());
+  EXPECT_EQ(now.setting_differences_from(saved),
+            (std::vector<std::string>{"ffn_hidden_size 128 (the checkpoint's run had 96)"}));
+  now.moe.layer_pattern = {1, 0};  // a dense layer: its MLP is --ffn-hidden-size
+  now.num_layers = saved.num_layers = 2;
+  saved.moe.layer_pattern = now.moe.layer_pattern;
+  EXPECT_EQ(now.shape_differences_from(saved), (std::vector<std::string>{"ffn_hidden_size: checkpoint 96, command line 128"}));
+  // The experts' size unset means --ffn-hidden-size: the same experts either way.
+  ModelConfig implicit = saved;
+  implicit.moe.ffn_hidden_size = 0;
+  EXPECT_TRUE(implicit.shape_differences_from(saved).empty());
+
+  ModelConfig rope;
+  rope.position_embedding = PositionEmbedding::kRope;
+  ModelConfig longer = rope;
+  longer.max_position_embeddings = 4 * rope.max_position_embeddings;
+  EXPECT_TRUE(longer.shape_differences_from(rope).empty());
+  ModelConfig learned, learned_longer;
+  learned_longer.max_position_embeddings = 4 * learned.max_position_embeddings;
+  EXPECT_EQ(learned_longer.shape_differences_from(learned).size(), 1u);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@ by transformers), and writes what AutoTokenizer gives for each text:
   <name>.jsonl     one {"text", "ids", "lib_ids", "decoded"} per text: AutoTokenizer's ids, the
                    `tokenizers` library's own encode(text).ids, and AutoTokenizer's decode(ids)
   <name>.meta.json {"vocab_size": len(tokenizer), "eod": eos_token_id}
+  unicode.json     the library's own Unicode data, each code point alone: Punctuation's split
+                   points, what StripAccents removes, and NFKC / NFD where they change it
   done             written last
 Usage: hf_reference.py --texts A.jsonl [--texts B.jsonl] --out DIR
 """
@@ -199,6 +201,28 @@ def make_derived(folders, out):
         derived(qwen2, folders[name], **change)
 
 
+def write_unicode(out):
+    """Every code point through the library's Punctuation pre-tokenizer, StripAccents, NFKC and NFD
+    (its crates' Unicode versions, older than ICU's)."""
+    punctuation, strip, nfkc, nfd = (pre_tokenizers.Punctuation(), normalizers.StripAccents(), normalizers.NFKC(),
+                                     normalizers.NFD())
+    data = {"punctuation": [], "marks": [], "nfkc": {}, "nfd": {}}
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        if len(punctuation.pre_tokenize_str("a" + c + "a")) == 3:
+            data["punctuation"].append(cp)
+        if strip.normalize_str("a" + c) == "a":
+            data["marks"].append(cp)
+        for form, normalizer in (("nfkc", nfkc), ("nfd", nfd)):
+            changed = normalizer.normalize_str(c)
+            if changed != c:
+                data[form][str(cp)] = changed
+    with open(os.path.join(out, "unicode.json"), "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False)
+
+
 def write_cases(folder, name, texts, out):
     tok = AutoTokenizer.from_pretrained(folder)
     lib = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
@@ -234,6 +258,7 @@ def main():
     make_derived(folders, args.out)
     for name, folder in folders.items():
         write_cases(folder, name, texts, args.out)
+    write_unicode(args.out)
     with open(os.path.join(args.out, "done"), "w") as f:
         f.write("ok\n")
 

@@ -14,11 +14,14 @@
 #include <fstream>
 #include <unistd.h>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "megatron/core/check.h"
+#include "hf_components.h"
 #include "megatron/tokenizer/hf_tokenizer.h"
+#include "megatron/tokenizer/unicode.h"
 #include "test_paths.h"
 #include "test_support.h"
 
@@ -78,6 +81,40 @@ TEST_P(HfTokenizerParity, EncodesDecodesAndCountsAsAutoTokenizer) {
 INSTANTIATE_TEST_SUITE_P(Folders, HfTokenizerParity,
                          ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "llama2_legacy", "metaspace",
                                            "whitespace", "config_flags", "eos_map", "renumbered"));
+
+// The library's Unicode data is older than ICU's (Punctuation: Unicode 8.0; StripAccents: 9.0;
+// normalization: 11.0): every code point alone splits, strips and normalizes as it does there.
+TEST(HfTokenizerUnicode, EveryCodePointAsTheLibraryTreatsIt) {
+  const nlohmann::json u = read_json(reference() / "unicode.json");
+  const std::set<std::int64_t> punctuation(u.at("punctuation").begin(), u.at("punctuation").end());
+  const std::set<std::int64_t> marks(u.at("marks").begin(), u.at("marks").end());
+  const auto nfkc = hf::parse_normalizer({{"type", "NFKC"}}, "test");
+  const auto nfd = hf::parse_normalizer({{"type", "NFD"}}, "test");
+  const auto strip = hf::parse_normalizer({{"type", "StripAccents"}}, "test");
+  const auto split = hf::parse_pre_tokenizer({{"type", "Punctuation"}, {"behavior", "Isolated"}}, "test");
+  int wrong = 0;
+  for (char32_t cp = 0; cp <= 0x10FFFF && wrong < 20; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string c;
+    append_utf8(c, cp);
+    const std::string key = std::to_string(cp);
+    std::vector<hf::Piece> pieces{{"a" + c + "a", 0}};
+    split->split(pieces);
+    std::string stripped = "a" + c, by_nfkc = c, by_nfd = c;
+    std::size_t origin = 0;
+    strip->normalize(stripped, origin);
+    nfkc->normalize(by_nfkc, origin);
+    nfd->normalize(by_nfd, origin);
+    const std::string want_nfkc = u.at("nfkc").value(key, c), want_nfd = u.at("nfd").value(key, c);
+    const bool ok = (pieces.size() == 3) == punctuation.contains(cp) && (stripped == "a") == marks.contains(cp) &&
+                    by_nfkc == want_nfkc && by_nfd == want_nfd;
+    if (!ok) ++wrong;
+    EXPECT_TRUE(ok) << "U+" << std::hex << static_cast<std::uint32_t>(cp) << std::dec << ": punctuation "
+                    << (pieces.size() == 3) << " (library " << punctuation.contains(cp) << "), mark " << (stripped == "a")
+                    << " (library " << marks.contains(cp) << "), NFKC " << (by_nfkc == want_nfkc ? "same" : "differs")
+                    << ", NFD " << (by_nfd == want_nfd ? "same" : "differs");
+  }
+}
 
 std::string error_of(const std::string& path) {
   try {

@@ -196,7 +196,7 @@ TEST(Checkpointer, LoadRestoresTheSavedParametersAndCounters) {
   std::ostringstream out;
   const parallel::PipelineLayout layout{config.num_layers, 1, 1, std::nullopt, std::nullopt};
   const auto state =
-      Checkpointer(plan, pc(), false, out, nullptr).load({b, fresh.parameter_layouts(), layout, config, {}});
+      Checkpointer(plan, pc(), false, out, nullptr).load({b, fresh.parameter_layouts(), layout, config, tokenizer::TokenizerOptions{}, {}});
   ASSERT_TRUE(state.has_value());
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].first, b[i].first);
@@ -240,7 +240,7 @@ TEST(Checkpointer, RefusesACheckpointOfAnotherHiddenSizeListingTheDifference) {
   const parallel::PipelineLayout layout{config.num_layers, 1, 1, std::nullopt, std::nullopt};
   const Checkpointer checkpointer(plan, pc(), false, out, nullptr);
   const std::string message = error_of(
-      [&] { checkpointer.load({ours.named_parameters(), ours.parameter_layouts(), layout, config, {}}); });
+      [&] { checkpointer.load({ours.named_parameters(), ours.parameter_layouts(), layout, config, tokenizer::TokenizerOptions{}, {}}); });
   expect_contains(message, {"was saved for a different model:", "\n  hidden_size: checkpoint 64, command line 48",
                             "iter_0000002"});
   EXPECT_EQ(count(message, "\n  "), 1u) << "only the hidden size differs: " << message;

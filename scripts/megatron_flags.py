@@ -85,8 +85,11 @@ def generate(trees):
     merged = {}  # every alias -> its entry (one entry per flag, whichever version named it first)
     versions = []
     for tree in trees:
-        dump = json.loads(subprocess.run([sys.executable, __file__, "--one", tree], check=True,
-                                         capture_output=True, text=True).stdout)
+        run = subprocess.run([sys.executable, __file__, "--one", tree], capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"reading Megatron's parser in {tree} failed (the Python running this needs torch and six "
+                     f"pyyaml psutil einops regex):\n{run.stderr[-2000:]}")
+        dump = json.loads(run.stdout)
         versions.append(dump["version"])
         for flag in dump["flags"]:
             known = [merged[a] for a in flag["flags"] if a in merged]

@@ -1,0 +1,152 @@
+"""Python's own pickle as the reference for the checkpoint module's pickle reader (test_pickle.cpp).
+
+Writes each value pickled at protocols 2 to 5 and the text the reader must render for it: what
+pickle.dumps reduces the value to, by __reduce_ex__ (a class's name and arguments, its state, its
+appended and set items), rendered as PickleValue::repr renders it:
+  <name>.p<N>.pkl   pickle.dumps(value, protocol=N)
+  cases.json        [{"file", "repr"}]
+  done              written last
+Values: the scalars and containers torch.save and DCP use, an OrderedDict, argparse.Namespace (a
+Megatron checkpoint's args), torch.Size and a torch.distributed.checkpoint Metadata object.
+Usage: pickle_reference.py --out DIR
+"""
+
+import argparse
+import collections
+import copyreg
+import json
+import math
+import os
+import pickle
+
+import torch
+from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata, TensorProperties, TensorStorageMetadata
+
+
+def bytes_repr(b):
+    out = "b'"
+    for c in b:
+        if c in (0x5C, 0x27):
+            out += "\\" + chr(c)
+        elif 0x20 <= c < 0x7F:
+            out += chr(c)
+        else:
+            out += "\\x%02x" % c
+    return out + "'"
+
+
+def str_repr(s):
+    quote = '"' if "'" in s and '"' not in s else "'"
+    out = quote
+    for ch in s:
+        if ch == "\\" or ch == quote:
+            out += "\\" + ch
+        elif ch == "\n":
+            out += "\\n"
+        elif ch == "\r":
+            out += "\\r"
+        elif ch == "\t":
+            out += "\\t"
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out += "\\x%02x" % ord(ch)
+        else:
+            out += ch
+    return out + quote
+
+
+def name_of(obj):
+    return obj.__module__ + "." + obj.__qualname__
+
+
+def render(v, protocol):
+    r = lambda x: render(x, protocol)  # noqa: E731
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if type(v) is int:
+        return str(v)
+    if type(v) is float:
+        return "inf" if v == math.inf else "-inf" if v == -math.inf else repr(v)
+    if type(v) is str:
+        return str_repr(v)
+    if type(v) in (bytes, bytearray):
+        return bytes_repr(v)
+    if type(v) is list:
+        return "[" + ", ".join(map(r, v)) + "]"
+    if type(v) is tuple:
+        return "(" + ", ".join(map(r, v)) + ("," if len(v) == 1 else "") + ")"
+    if type(v) is dict:
+        return "{" + ", ".join(r(k) + ": " + r(x) for k, x in v.items()) + "}"
+    if type(v) is set:
+        return "set([" + ", ".join(map(r, v)) + "])"
+    if type(v) is frozenset:
+        return "frozenset([" + ", ".join(map(r, v)) + "])"
+    if isinstance(v, type) or callable(v) and hasattr(v, "__qualname__"):
+        return name_of(v)
+    # Anything else as pickle reduces it.
+    reducer = copyreg.dispatch_table.get(type(v))  # as pickle looks it up first
+    reduced = reducer(v) if reducer else v.__reduce_ex__(protocol)
+    if isinstance(reduced, str):  # a module-level singleton saved by name (torch.float32)
+        return pickle.whichmodule(v, reduced) + "." + reduced
+    func, args = reduced[0], reduced[1]
+    state = reduced[2] if len(reduced) > 2 else None
+    items = list(reduced[3]) if len(reduced) > 3 and reduced[3] is not None else []
+    dict_items = list(reduced[4]) if len(reduced) > 4 and reduced[4] is not None else []
+    if func is copyreg.__newobj__:
+        func, args = args[0], args[1:]
+    out = name_of(func) + "(" + ", ".join(map(r, args)) + ")"
+    if items:
+        out += "[" + ", ".join(map(r, items)) + "]"
+    if dict_items:
+        out += "{" + ", ".join(r(k) + ": " + r(x) for k, x in dict_items) + "}"
+    if state is not None:
+        out += ".__setstate__(" + r(state) + ")"
+    return out
+
+
+def values():
+    shared = [1, 2]
+    props = TensorProperties(dtype=torch.float32)
+    meta = Metadata(state_dict_metadata={
+        "decoder.layers.mlp.linear_fc1.weight": TensorStorageMetadata(
+            properties=props, size=torch.Size([2, 96, 32]),
+            chunks=[ChunkStorageMetadata(offsets=torch.Size([0, 0, 0]), sizes=torch.Size([2, 48, 32]))])})
+    return {
+        "scalars": [None, True, False, 0, 1, -1, 255, 256, 65535, 65536, 2**31 - 1, -2**31, 2**31, 2**63 - 1, -2**63,
+                    1.5, -0.0, 1e300, 5e-324, math.inf],
+        "big_ints": [2**64, -2**64, 2**70 + 12345, -(2**100)],
+        "text": ["", "a", "héllo wörld", "quote's", 'both \' and "', "tab\tnew\nline", "a" * 300],
+        "bytes": [b"", b"\x00\x01\xff", b"abc'\\", bytearray(b"xyz"), b"x" * 300],
+        "containers": {"list": [1, [2, [3]]], "tuple0": (), "tuple1": (1,), "tuple2": (1, 2), "tuple3": (1, 2, 3),
+                       "tuple4": (1, 2, 3, 4), "set": {7}, "frozen": frozenset([8]), (1, "k"): "tuple key",
+                       "shared": (shared, shared), 3: "int key"},
+        "ordered_dict": collections.OrderedDict([("b", 1), ("a", torch.Size([4, 5]))]),
+        "namespace": argparse.Namespace(num_layers=2, lr=3e-3, tokenizer_type="GPT2BPETokenizer", fp16=False,
+                                        data_path=["1.0", "prefix"], rampup_batch_size=None),
+        "dcp_metadata": meta,
+        "globals": [collections.OrderedDict, torch.float32, os.path.join],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    out = parser.parse_args().out
+    os.makedirs(out, exist_ok=True)
+    if os.path.exists(os.path.join(out, "done")):
+        os.remove(os.path.join(out, "done"))
+    cases = []
+    for name, value in values().items():
+        for protocol in (2, 3, 4, 5):
+            file = f"{name}.p{protocol}.pkl"
+            with open(os.path.join(out, file), "wb") as f:
+                f.write(pickle.dumps(value, protocol=protocol))
+            cases.append({"file": file, "repr": render(value, protocol)})
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump(cases, f, indent=1, ensure_ascii=False)
+    with open(os.path.join(out, "done"), "w") as f:
+        f.write("ok\n")
+    print(f"{len(cases)} pickles in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+// The pickle reader against Python's pickle (pickle_reference.py): every value at protocols 2-5
+// renders as pickle reduced it; and hostile bytes (every truncation, unknown opcodes, lengths past
+// the end, a pickle that asks to run a shell command) are refused naming the file, or read as
+// inert placeholders, never run and never a crash.
+#include "megatron/checkpoint/pickle.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "megatron/core/check.h"
+#include "test_support.h"
+
+namespace megatron::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::string_literals;
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+const fs::path& reference() { return testing::fixture_reference("pickle_reference", "pickle_reference"); }
+
+TEST(Pickle, ReadsWhatPythonPickledAtEveryProtocol) {
+  std::ifstream in(reference() / "cases.json");
+  const nlohmann::json cases = nlohmann::json::parse(in);
+  ASSERT_EQ(cases.size(), 36u);
+  for (const auto& c : cases) {
+    const std::string file = c.at("file").get<std::string>();
+    SCOPED_TRACE(file);
+    EXPECT_EQ(read_pickle(file_bytes(reference() / file), file)->repr(), c.at("repr").get<std::string>());
+  }
+}
+
+TEST(Pickle, FindsNamespaceFieldsAndOrderedDictItems) {
+  const PickleRef args = read_pickle(file_bytes(reference() / "namespace.p2.pkl"), "namespace");
+  EXPECT_EQ(args->class_name(), "argparse.Namespace");
+  ASSERT_NE(args->find("num_layers"), nullptr);
+  EXPECT_EQ(args->find("num_layers")->integer, 2);
+  EXPECT_EQ(args->find("tokenizer_type")->text, "GPT2BPETokenizer");
+  EXPECT_EQ(args->find("missing"), nullptr);
+  const PickleRef ordered = read_pickle(file_bytes(reference() / "ordered_dict.p4.pkl"), "ordered");
+  EXPECT_EQ(ordered->class_name(), "collections.OrderedDict");
+  ASSERT_NE(ordered->find("a"), nullptr);
+  EXPECT_EQ(ordered->find("a")->class_name(), "torch.Size");
+}
+
+TEST(Pickle, EveryTruncationIsRefusedNamingTheFile) {
+  for (const char* file : {"dcp_metadata.p2.pkl", "dcp_metadata.p4.pkl", "containers.p5.pkl", "big_ints.p2.pkl"}) {
+    const std::string bytes = file_bytes(reference() / file);
+    for (std::size_t n = 0; n + 1 < bytes.size(); ++n) {
+      const std::string message = testing::error_of([&] { read_pickle(bytes.substr(0, n), "cut.pkl"); });
+      ASSERT_NE(message.find("cut.pkl: not a readable pickle at byte "), std::string::npos) << file << " cut at " << n << ": " << message;
+    }
+  }
+}
+
+TEST(Pickle, HostileBytesAreRefusedOrInert) {
+  const auto refusal = [](const std::string& bytes) { return testing::error_of([&] { read_pickle(bytes, "bad.pkl"); }); };
+  // os.system("touch /tmp/pwned") as pickle protocol 2 writes it: read as a placeholder, not run.
+  const std::string shell = "\x80\x02" "cposix\nsystem\nq\x00X\x10\x00\x00\x00touch /tmp/pwnedq\x01\x85q\x02Rq\x03."s;
+  const PickleRef call = read_pickle(shell, "shell.pkl");
+  EXPECT_EQ(call->kind, PickleValue::Kind::kObject);
+  EXPECT_EQ(call->repr(), "posix.system('touch /tmp/pwned')");
+  EXPECT_FALSE(fs::exists("/tmp/pwned"));
+  testing::expect_contains(refusal("\x80\x02\xff."), {"bad.pkl: not a readable pickle at byte 2: opcode 0xff"});
+  testing::expect_contains(refusal(std::string("\x80\x02X\xff\xff\xff\x7f" "abc.", 11)), {"a length of 2147483647 bytes, past the"});
+  testing::expect_contains(refusal(std::string("\x80\x05\x97.", 4)), {"out-of-band buffers"});
+  testing::expect_contains(refusal(std::string("\x80\x02\x82\x01.", 5)), {"EXT1 (the extension registry)"});
+  testing::expect_contains(refusal(std::string("\x80\x02h\x05.", 5)), {"memo entry 5 was never stored"});
+  testing::expect_contains(refusal(std::string("\x80\x02K\x01K\x02.", 7)), {"STOP with 2 values on the stack"});
+  testing::expect_contains(refusal(std::string("\x80\x02" "a.", 4)), {"the stack is empty"});
+  testing::expect_contains(refusal(std::string("\x80\x02K\x01)R.", 6)), {"calling a int, not a class or function"});
+  // A list appended to itself (through the memo) is read; repr stops at its depth.
+  const PickleRef loop = read_pickle("\x80\x02]q\x00h\x00" "a."s, "loop.pkl");
+  EXPECT_EQ(loop->items.size(), 1u);
+  EXPECT_EQ(loop->repr(3), "[[[...]]]");
+}
+
+}  // namespace
+}  // namespace megatron::checkpoint

@@ -5,6 +5,9 @@ pickle.dumps reduces the value to, by __reduce_ex__ (a class's name and argument
 appended and set items), rendered as PickleValue::repr renders it:
   <name>.p<N>.pkl   pickle.dumps(value, protocol=N)
   cases.json        [{"file", "repr"}]
+  tensors.pt        torch.save of a dict of tensors (dtypes, a transposed view, two views of one
+                    storage, a 0-d tensor, an empty one, a Parameter), beside
+  tensors.json      each tensor's dtype, shape and values (as floats)
   done              written last
 Values: the scalars and containers torch.save and DCP use, an OrderedDict, argparse.Namespace (a
 Megatron checkpoint's args), torch.Size and a torch.distributed.checkpoint Metadata object.
@@ -127,6 +130,29 @@ def values():
     }
 
 
+def write_tensors(out):
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    tensors = {
+        "float32": torch.linspace(-1, 1, 7),
+        "bfloat16": torch.tensor([1.5, -2.25, 3e38, 1e-3], dtype=torch.bfloat16),
+        "float16": torch.tensor([0.5, -65504.0], dtype=torch.float16),
+        "int64": torch.tensor([[1, -2], [2**40, 7]]),
+        "int32": torch.tensor([3, -4], dtype=torch.int32),
+        "uint8": torch.tensor([0, 255], dtype=torch.uint8),
+        "bool": torch.tensor([True, False, True]),
+        "transposed": base.t(),
+        "row": base[1],
+        "column": base[:, 2],
+        "scalar": torch.tensor(4.25),
+        "empty": torch.empty(0, 3),
+        "parameter": torch.nn.Parameter(torch.ones(2, 2) * 3),
+    }
+    torch.save(tensors, os.path.join(out, "tensors.pt"))
+    with open(os.path.join(out, "tensors.json"), "w") as f:
+        json.dump({k: {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                       "values": t.detach().double().flatten().tolist()} for k, t in tensors.items()}, f)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -143,6 +169,7 @@ def main():
             cases.append({"file": file, "repr": render(value, protocol)})
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1, ensure_ascii=False)
+    write_tensors(out)
     with open(os.path.join(out, "done"), "w") as f:
         f.write("ok\n")
     print(f"{len(cases)} pickles in {out}")

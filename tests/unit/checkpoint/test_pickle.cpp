@@ -4,12 +4,15 @@
 // inert placeholders, never run and never a crash.
 #include "megatron/checkpoint/pickle.h"
 
+#include <ATen/ATen.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "megatron/checkpoint/torch_save.h"
 #include "megatron/core/check.h"
 #include "test_support.h"
 
@@ -82,6 +85,60 @@ TEST(Pickle, HostileBytesAreRefusedOrInert) {
   const PickleRef loop = read_pickle("\x80\x02]q\x00h\x00" "a."s, "loop.pkl");
   EXPECT_EQ(loop->items.size(), 1u);
   EXPECT_EQ(loop->repr(3), "[[[...]]]");
+}
+
+// torch.save's archive against the values Python saved (tensors.json): every dtype, views of one
+// storage, a transposed view, 0-d and empty tensors, a Parameter.
+TEST(TorchSave, ReadsEveryTensorAsPythonSavedIt) {
+  const TorchSaveArchive archive((reference() / "tensors.pt").string());
+  std::ifstream in(reference() / "tensors.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  const PickleValue& root = archive.root();
+  ASSERT_EQ(root.kind, PickleValue::Kind::kDict);
+  ASSERT_EQ(root.entries.size(), expected.size());
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const PickleValue* value = root.find(name);
+    ASSERT_NE(value, nullptr);
+    ASSERT_TRUE(TorchSaveArchive::is_tensor(*value));
+    const at::Tensor t = archive.tensor(*value);
+    EXPECT_EQ(std::string(c10::toString(t.scalar_type())), want.at("dtype") == "float32"    ? "Float"
+                                                           : want.at("dtype") == "bfloat16" ? "BFloat16"
+                                                           : want.at("dtype") == "float16"  ? "Half"
+                                                           : want.at("dtype") == "int64"    ? "Long"
+                                                           : want.at("dtype") == "int32"    ? "Int"
+                                                           : want.at("dtype") == "uint8"    ? "Byte"
+                                                                                            : "Bool");
+    EXPECT_EQ(t.sizes().vec(), want.at("shape").get<std::vector<std::int64_t>>());
+    const at::Tensor values = at::tensor(want.at("values").get<std::vector<double>>(), at::kDouble);
+    EXPECT_TRUE(at::equal(t.to(at::kDouble).flatten(), values)) << t;
+  }
+}
+
+TEST(TorchSave, HostileArchivesAreRefusedNamingTheFile) {
+  testing::TempDir dir("torch_save");
+  const std::string good = file_bytes(reference() / "tensors.pt");
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir.path() / name, std::ios::binary) << bytes;
+    return (dir.path() / name).string();
+  };
+  // Cut anywhere: refused, never a crash.
+  for (const std::size_t n : {std::size_t{0}, std::size_t{10}, good.size() / 2, good.size() - 10}) {
+    const std::string path = write("cut.pt", good.substr(0, n));
+    const std::string message = testing::error_of([&] {
+      const TorchSaveArchive archive(path);
+      for (const auto& [k, v] : archive.root().entries) archive.tensor(*v);
+    });
+    EXPECT_NE(message.find(path), std::string::npos) << n << ": " << message;
+  }
+  // A byte range past the end of the file.
+  testing::expect_contains(testing::error_of([&] { TorchSaveArchive((reference() / "tensors.pt").string(), 100, good.size()); }),
+                           {"the range ends past the end of the file"});
+  // An item of a file at an offset, as a .distcp holds them: the same tensors.
+  const std::string path = write("padded.bin", std::string(1000, 'x') + good + std::string(77, 'y'));
+  const TorchSaveArchive inner(path, 1000, good.size());
+  EXPECT_TRUE(at::equal(inner.tensor(*inner.root().find("int64")), at::tensor(std::vector<std::int64_t>{1, -2, std::int64_t{1} << 40, 7}).reshape({2, 2})));
+  EXPECT_NE(inner.where().find("bytes [1000, "), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,47 @@
+// A torch.save archive (the zip format of PyTorch 1.6 on): its pickled object read by read_pickle
+// (so nothing in it runs) and the tensors it holds, from their storages through LibTorch's zip
+// reader. A whole file (Megatron's model_optim_rng.pt, common.pt), or one item of a DCP .distcp
+// file: the archive at a byte range, read there without the rest of the file.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "megatron/checkpoint/pickle.h"
+
+namespace megatron::checkpoint {
+
+class TorchSaveArchive {
+ public:
+  // The archive in `path`, or the `length` bytes from `offset` of it. Throws megatron::Error
+  // naming the file (and the range) when it is not a readable torch.save archive.
+  explicit TorchSaveArchive(const std::string& path, std::uint64_t offset = 0,
+                            std::optional<std::uint64_t> length = std::nullopt);
+  ~TorchSaveArchive();
+  TorchSaveArchive(TorchSaveArchive&&) noexcept;
+  TorchSaveArchive& operator=(TorchSaveArchive&&) noexcept;
+
+  // The saved object (data.pkl); a tensor in it is a torch._utils._rebuild_tensor_v2 placeholder.
+  const PickleValue& root() const { return *root_; }
+  // "<path>" or "<path> bytes [offset, offset + length)", for messages.
+  const std::string& where() const { return where_; }
+
+  // Whether `v` is a tensor as torch.save writes one (_rebuild_tensor_v2, or a Parameter of one).
+  static bool is_tensor(const PickleValue& v);
+  // That tensor, on the CPU, owning its memory (a view of a shared storage is copied out). Throws
+  // naming the archive when `v` is not a tensor, its storage is missing, of another size than it
+  // says, or the view reaches past it.
+  at::Tensor tensor(const PickleValue& v) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string where_;
+  PickleRef root_;
+};
+
+}  // namespace megatron::checkpoint

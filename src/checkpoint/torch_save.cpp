@@ -1,0 +1,172 @@
+// torch.save archives (see torch_save.h): LibTorch's PyTorchStreamReader for the zip records over a
+// byte range of a file, read_pickle for data.pkl, and the tensors rebuilt from their storages by
+// what torch._utils._rebuild_tensor_v2's arguments say.
+#include "megatron/checkpoint/torch_save.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "megatron/core/check.h"
+#include "megatron/core/strings.h"
+
+namespace megatron::checkpoint {
+namespace {
+
+using Kind = PickleValue::Kind;
+
+// The bytes [offset, offset + size) of a file, read where asked (pread): only what the zip reader
+// touches is read.
+class FileRange final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  FileRange(const std::string& path, std::uint64_t offset, std::optional<std::uint64_t> length, std::string where)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), offset_(offset), where_(std::move(where)) {
+    MEGATRON_CHECK(fd_ >= 0, where_, ": cannot open the file");
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    MEGATRON_CHECK(end >= 0, where_, ": cannot read the file's size");
+    const auto file_size = static_cast<std::uint64_t>(end);
+    MEGATRON_CHECK(offset <= file_size && (!length || *length <= file_size - offset), where_,
+                   ": the range ends past the end of the file (", file_size, " bytes)");
+    size_ = length ? *length : file_size - offset;
+  }
+  ~FileRange() override { ::close(fd_); }
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= size_) return 0;
+    n = static_cast<size_t>(std::min<std::uint64_t>(n, size_ - pos));
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd_, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(offset_ + pos + done));
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+
+ private:
+  int fd_;
+  std::uint64_t offset_, size_ = 0;
+  std::string where_;
+};
+
+// torch.save's typed storage classes by name.
+const std::map<std::string, at::ScalarType>& storage_types() {
+  static const std::map<std::string, at::ScalarType> types = {
+      {"torch.FloatStorage", at::kFloat},   {"torch.DoubleStorage", at::kDouble}, {"torch.HalfStorage", at::kHalf},
+      {"torch.BFloat16Storage", at::kBFloat16}, {"torch.LongStorage", at::kLong}, {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},   {"torch.CharStorage", at::kChar},     {"torch.ByteStorage", at::kByte},
+      {"torch.BoolStorage", at::kBool}};
+  return types;
+}
+
+std::vector<std::int64_t> int_tuple(const PickleValue& v, const std::string& where, const char* what) {
+  MEGATRON_CHECK(v.kind == Kind::kTuple || v.kind == Kind::kList || v.class_name() == "torch.Size", where, ": a tensor's ",
+                 what, " is a ", v.kind_name(), ", not a tuple");
+  const PickleValue& t = v.kind == Kind::kObject && !v.args->items.empty() ? *v.args->items[0] : v;  // torch.Size((...))
+  std::vector<std::int64_t> out;
+  for (const auto& item : t.items) {
+    MEGATRON_CHECK(item->kind == Kind::kInt, where, ": a tensor's ", what, " holds a ", item->kind_name());
+    out.push_back(item->integer);
+  }
+  return out;
+}
+
+}  // namespace
+
+struct TorchSaveArchive::Impl {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  mutable std::map<std::string, at::Tensor> storages;  // by key, as read
+};
+
+TorchSaveArchive::TorchSaveArchive(const std::string& path, std::uint64_t offset, std::optional<std::uint64_t> length)
+    : impl_(std::make_unique<Impl>()),
+      where_(length ? str_cat(path, " bytes [", offset, ", ", offset + *length, ")") : path) {
+  auto range = std::make_shared<FileRange>(path, offset, length, where_);
+  std::string pickle;
+  try {
+    impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(range);
+    if (impl_->reader->hasRecord("byteorder")) {
+      const auto [data, size] = impl_->reader->getRecord("byteorder");
+      const std::string order(static_cast<const char*>(data.get()), size);
+      MEGATRON_CHECK(order == "little", where_, ": saved on a ", order, "-endian machine; only little-endian is read");
+    }
+    MEGATRON_CHECK(impl_->reader->hasRecord("data.pkl"), where_, ": a zip without data.pkl, not a torch.save archive");
+    const auto [data, size] = impl_->reader->getRecord("data.pkl");
+    pickle.assign(static_cast<const char*>(data.get()), size);
+  } catch (const c10::Error& e) {
+    MEGATRON_FAIL(where_, ": not a readable torch.save archive (", e.msg(), ")");
+  }
+  root_ = read_pickle(pickle, where_ + " (data.pkl)");
+}
+
+TorchSaveArchive::~TorchSaveArchive() = default;
+TorchSaveArchive::TorchSaveArchive(TorchSaveArchive&&) noexcept = default;
+TorchSaveArchive& TorchSaveArchive::operator=(TorchSaveArchive&&) noexcept = default;
+
+bool TorchSaveArchive::is_tensor(const PickleValue& v) {
+  const std::string name = v.class_name();
+  return v.kind == Kind::kObject && (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_parameter");
+}
+
+at::Tensor TorchSaveArchive::tensor(const PickleValue& v) const {
+  MEGATRON_CHECK(is_tensor(v), where_, ": expected a tensor, found a ", v.kind_name());
+  const auto& a = v.args->items;
+  if (v.class_name() == "torch._utils._rebuild_parameter") {  // (data, requires_grad, backward_hooks)
+    MEGATRON_CHECK(!a.empty(), where_, ": a Parameter without its data");
+    return tensor(*a[0]);
+  }
+  // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+  MEGATRON_CHECK(a.size() >= 4 && a[0]->kind == Kind::kPersistentId && a[1]->kind == Kind::kInt, where_,
+                 ": a tensor whose arguments are not (storage, offset, size, stride, ...)");
+  const PickleValue& id = *a[0]->items.at(0);
+  // ('storage', storage class, key, location, number of elements)
+  MEGATRON_CHECK(id.kind == Kind::kTuple && id.items.size() == 5 && id.items[0]->text == "storage" &&
+                     id.items[2]->kind == Kind::kString && id.items[4]->kind == Kind::kInt,
+                 where_, ": a storage reference that is not ('storage', class, key, location, size): ", id.repr(3));
+  const std::string type_name = id.items[1]->class_name();
+  const auto type = storage_types().find(type_name);
+  MEGATRON_CHECK(type != storage_types().end(), where_, ": storage class ", type_name, " is not read");
+  const std::string& key = id.items[2]->text;
+  const std::int64_t numel = id.items[4]->integer;
+  at::Tensor& storage = impl_->storages[key];
+  if (!storage.defined()) {
+    const std::string record = "data/" + key;
+    MEGATRON_CHECK(impl_->reader->hasRecord(record), where_, ": storage ", key, " is missing (no record ", record, ")");
+    const auto element = static_cast<std::int64_t>(c10::elementSize(type->second));
+    at::Tensor bytes;
+    try {
+      auto [data, size] = impl_->reader->getRecord(record);
+      MEGATRON_CHECK(numel >= 0 && static_cast<std::int64_t>(size) == numel * element, where_, ": storage ", key, " holds ",
+                     size, " bytes, not the ", numel, " x ", element, " it says");
+      bytes = at::empty({numel}, at::TensorOptions().dtype(type->second));
+      std::memcpy(bytes.data_ptr(), data.get(), size);
+    } catch (const c10::Error& e) {
+      MEGATRON_FAIL(where_, ": storage ", key, " cannot be read (", e.msg(), ")");
+    }
+    storage = bytes;
+  }
+  MEGATRON_CHECK(storage.scalar_type() == type->second, where_, ": storage ", key, " is read as two dtypes");
+  const std::int64_t offset = a[1]->integer;
+  const std::vector<std::int64_t> size = int_tuple(*a[2], where_, "size"), stride = int_tuple(*a[3], where_, "stride");
+  MEGATRON_CHECK(size.size() == stride.size(), where_, ": a tensor of ", size.size(), " sizes and ", stride.size(), " strides");
+  std::int64_t last = offset;  // the furthest element the view reaches
+  for (std::size_t d = 0; d < size.size(); ++d) {
+    MEGATRON_CHECK(size[d] >= 0 && stride[d] >= 0, where_, ": a tensor with a negative size or stride");
+    if (size[d] == 0) last = offset - 1;  // empty
+    std::int64_t reach = 0;
+    MEGATRON_CHECK(size[d] == 0 || !__builtin_mul_overflow(size[d] - 1, stride[d], &reach), where_,
+                   ": a tensor's size and stride overflow");
+    if (size[d] > 0 && last >= offset) {
+      MEGATRON_CHECK(!__builtin_add_overflow(last, reach, &last), where_, ": a tensor's size and stride overflow");
+    }
+  }
+  MEGATRON_CHECK(offset >= 0 && last < numel, where_, ": a tensor reaches element ", last, " of storage ", key, ", which has ",
+                 numel);
+  return storage.as_strided(size, stride, offset).clone();
+}
+
+}  // namespace megatron::checkpoint

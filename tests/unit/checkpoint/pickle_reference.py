@@ -1,4 +1,4 @@
-"""Python's own pickle as the reference for the checkpoint module's pickle reader (test_pickle.cpp).
+"""Python's own pickle as the reference for the checkpoint module's pickle reader (test_python_formats.cpp).
 
 Writes each value pickled at protocols 2 to 5 and the text the reader must render for it: what
 pickle.dumps reduces the value to, by __reduce_ex__ (a class's name and arguments, its state, its
@@ -8,6 +8,10 @@ appended and set items), rendered as PickleValue::repr renders it:
   tensors.pt        torch.save of a dict of tensors (dtypes, a transposed view, two views of one
                     storage, a 0-d tensor, an empty one, a Parameter), beside
   tensors.json      each tensor's dtype, shape and values (as floats)
+  dcp_plain/        torch.distributed.checkpoint.save of tensors and an io.BytesIO (one chunk each)
+  dcp_chunks/       a DCP folder whose tensors are in two chunks each, in two .distcp files, as
+                    sharded ranks write them (torch's own dcp.load checks it reads back whole)
+  dcp.json          the tensors' values (as floats) and the bytes item
   done              written last
 Values: the scalars and containers torch.save and DCP use, an OrderedDict, argparse.Namespace (a
 Megatron checkpoint's args), torch.Size and a torch.distributed.checkpoint Metadata object.
@@ -17,13 +21,17 @@ Usage: pickle_reference.py --out DIR
 import argparse
 import collections
 import copyreg
+import io
 import json
 import math
 import os
 import pickle
 
 import torch
-from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, Metadata, TensorProperties, TensorStorageMetadata
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.filesystem import _StorageInfo
+from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, Metadata, MetadataIndex, TensorProperties,
+                                                   TensorStorageMetadata)
 
 
 def bytes_repr(b):
@@ -153,6 +161,39 @@ def write_tensors(out):
                        "values": t.detach().double().flatten().tolist()} for k, t in tensors.items()}, f)
 
 
+def write_dcp(out):
+    w = torch.arange(24, dtype=torch.float32).reshape(6, 4) / 8
+    v = (torch.arange(15, dtype=torch.float32).reshape(3, 5) - 7).to(torch.bfloat16)
+    dcp.save({"w": w, "v": v, "blob": io.BytesIO(b"common state \x00\xff")}, checkpoint_id=os.path.join(out, "dcp_plain"))
+    # Two chunks of each tensor in two files: w by rows [0, 4) and [4, 6), v by columns [0, 2) and [2, 5).
+    folder = os.path.join(out, "dcp_chunks")
+    os.makedirs(folder, exist_ok=True)
+    pieces = {"w": [((0, 0), w[0:4]), ((4, 0), w[4:6])], "v": [((0, 0), v[:, 0:2]), ((0, 2), v[:, 2:5])]}
+    files = [bytearray(), bytearray()]
+    state, storage = {}, {}
+    for name, chunks in pieces.items():
+        full = w if name == "w" else v
+        state[name] = TensorStorageMetadata(TensorProperties(dtype=full.dtype), full.size(), [
+            ChunkStorageMetadata(offsets=torch.Size(o), sizes=c.size()) for o, c in chunks])
+        for rank, (o, c) in enumerate(chunks):
+            buf = io.BytesIO()
+            torch.save(c.clone(), buf)
+            storage[MetadataIndex(name, torch.Size(o), 0)] = _StorageInfo(f"__{rank}_0.distcp", len(files[rank]),
+                                                                          len(buf.getvalue()))
+            files[rank] += buf.getvalue()
+    for rank, data in enumerate(files):
+        with open(os.path.join(folder, f"__{rank}_0.distcp"), "wb") as f:
+            f.write(data)
+    with open(os.path.join(folder, ".metadata"), "wb") as f:
+        pickle.dump(Metadata(state_dict_metadata=state, storage_data=storage), f)
+    back = {"w": torch.zeros_like(w), "v": torch.zeros_like(v)}
+    dcp.load(back, checkpoint_id=folder)
+    assert torch.equal(back["w"], w) and torch.equal(back["v"], v), "torch's dcp.load reads the chunks otherwise"
+    with open(os.path.join(out, "dcp.json"), "w") as f:
+        json.dump({"w": w.double().flatten().tolist(), "v": v.double().flatten().tolist(),
+                   "blob": list(b"common state \x00\xff")}, f)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -170,6 +211,7 @@ def main():
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1, ensure_ascii=False)
     write_tensors(out)
+    write_dcp(out)
     with open(os.path.join(out, "done"), "w") as f:
         f.write("ok\n")
     print(f"{len(cases)} pickles in {out}")

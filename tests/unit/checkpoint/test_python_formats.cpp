@@ -1,7 +1,9 @@
-// The pickle reader against Python's pickle (pickle_reference.py): every value at protocols 2-5
-// renders as pickle reduced it; and hostile bytes (every truncation, unknown opcodes, lengths past
-// the end, a pickle that asks to run a shell command) are refused naming the file, or read as
-// inert placeholders, never run and never a crash.
+// Python's formats read without Python, against what Python wrote (pickle_reference.py): every
+// pickled value at protocols 2-5 renders as pickle reduced it, torch.save's tensors and DCP
+// folders (one chunk or several, in several files) read back as saved; and hostile bytes (every
+// truncation, unknown opcodes, lengths past the end, a pickle that asks to run a shell command, a
+// .distcp cut or overwritten) are refused naming the file, or read as inert placeholders, never
+// run and never a crash.
 #include "megatron/checkpoint/pickle.h"
 
 #include <ATen/ATen.h>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "megatron/checkpoint/dcp.h"
 #include "megatron/checkpoint/torch_save.h"
 #include "megatron/core/check.h"
 #include "test_support.h"
@@ -139,6 +142,60 @@ TEST(TorchSave, HostileArchivesAreRefusedNamingTheFile) {
   const TorchSaveArchive inner(path, 1000, good.size());
   EXPECT_TRUE(at::equal(inner.tensor(*inner.root().find("int64")), at::tensor(std::vector<std::int64_t>{1, -2, std::int64_t{1} << 40, 7}).reshape({2, 2})));
   EXPECT_NE(inner.where().find("bytes [1000, "), std::string::npos);
+}
+
+// DCP folders as torch.distributed.checkpoint writes them: one chunk per tensor (dcp.save in one
+// process) and two chunks in two files (as sharded ranks write them); any block reads from the
+// chunks it overlaps.
+TEST(Dcp, ReadsTensorsAndBytesAsTorchWroteThem) {
+  std::ifstream in(reference() / "dcp.json");
+  const nlohmann::json want = nlohmann::json::parse(in);
+  const at::Tensor w = at::tensor(want.at("w").get<std::vector<double>>(), at::kDouble).reshape({6, 4});
+  const at::Tensor v = at::tensor(want.at("v").get<std::vector<double>>(), at::kDouble).reshape({3, 5});
+  for (const char* folder : {"dcp_plain", "dcp_chunks"}) {
+    SCOPED_TRACE(folder);
+    const DcpCheckpoint ckpt((reference() / folder).string());
+    ASSERT_EQ(ckpt.tensors().size(), 2u);
+    EXPECT_EQ(ckpt.tensors().at("w").size, (std::vector<std::int64_t>{6, 4}));
+    EXPECT_EQ(ckpt.tensors().at("v").dtype, at::kBFloat16);
+    EXPECT_EQ(ckpt.tensors().at("w").chunks.size(), std::string(folder) == "dcp_chunks" ? 2u : 1u);
+    EXPECT_TRUE(at::equal(ckpt.read("w").to(at::kDouble), w));
+    EXPECT_TRUE(at::equal(ckpt.read("v").to(at::kDouble), v));
+    // Blocks across the chunk boundaries.
+    EXPECT_TRUE(at::equal(ckpt.read("w", {3, 1}, {2, 3}).to(at::kDouble), w.narrow(0, 3, 2).narrow(1, 1, 3)));
+    EXPECT_TRUE(at::equal(ckpt.read("v", {1, 1}, {2, 3}).to(at::kDouble), v.narrow(0, 1, 2).narrow(1, 1, 3)));
+  }
+  const DcpCheckpoint plain((reference() / "dcp_plain").string());
+  const auto blob = want.at("blob").get<std::vector<int>>();
+  EXPECT_EQ(plain.read_bytes("blob"), std::string(blob.begin(), blob.end()));
+}
+
+TEST(Dcp, BrokenFoldersAreRefusedNamingTheFile) {
+  testing::TempDir dir("dcp");
+  const auto copy = [&](const std::string& name) {
+    fs::copy(reference() / "dcp_chunks", dir.path() / name, fs::copy_options::recursive);
+    return dir.path() / name;
+  };
+  // A .distcp cut short: the metadata's ranges reach past it.
+  const fs::path cut = copy("cut");
+  fs::resize_file(cut / "__1_0.distcp", fs::file_size(cut / "__1_0.distcp") / 2);
+  testing::expect_contains(testing::error_of([&] { DcpCheckpoint{cut.string()}; }), {"__1_0.distcp, which has"});
+  // Bytes of a chunk overwritten: its archive is refused naming the file and the range.
+  const fs::path garbled = copy("garbled");
+  {
+    std::fstream f(garbled / "__0_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << std::string(64, 'z');
+  }
+  const DcpCheckpoint bad(garbled.string());
+  testing::expect_contains(testing::error_of([&] { bad.read("w"); }), {"__0_0.distcp bytes [0, "});
+  // A .metadata that names a class DCP does not have, or is not a pickle.
+  const fs::path other = copy("other");
+  std::ofstream(other / ".metadata", std::ios::binary) << "\x80\x02" "cos\nsystem\nq\x00)Rq\x01."s;
+  testing::expect_contains(testing::error_of([&] { DcpCheckpoint{other.string()}; }), {"is a os.system object, not a Metadata"});
+  std::ofstream(other / ".metadata", std::ios::binary) << "not a pickle";
+  testing::expect_contains(testing::error_of([&] { DcpCheckpoint{other.string()}; }), {".metadata: not a readable pickle"});
+  testing::expect_contains(testing::error_of([&] { DcpCheckpoint{(dir.path() / "none").string()}; }), {"has no .metadata"});
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "megatron/checkpoint/pickle.h"
 #include "megatron/checkpoint/torch_save.h"
@@ -76,20 +75,12 @@ class MetadataReader {
   std::string where_;
 };
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MEGATRON_CHECK(in.good(), path, ": cannot open the file");
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 }  // namespace
 
 DcpCheckpoint::DcpCheckpoint(std::string folder) : folder_(std::move(folder)) {
   const std::string path = (fs::path(folder_) / ".metadata").string();
   MEGATRON_CHECK(fs::exists(path), folder_, " has no .metadata: not a torch_dist (DCP) checkpoint");
-  const PickleRef root = read_pickle(file_bytes(path), path);
+  const PickleRef root = read_pickle(read_text_file(path, "the DCP metadata"), path);
   const MetadataReader r(path);
   r.object(*root, "Metadata", "the pickled object");
   const PickleValue& metadata = r.field(*root, "state_dict_metadata");

@@ -2,7 +2,6 @@
 // Digits, Whitespace, WhitespaceSplit and Punctuation, splitting as the `tokenizers` library does
 // (its five delimiter behaviours included). ByteLevel's GPT-2 regex runs through the hand-written
 // scanner of pretokenizer.h, which matches it exactly; the byte alphabet is applied by the model.
-#include <unicode/uchar.h>
 
 #include <algorithm>
 

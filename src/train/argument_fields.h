@@ -66,6 +66,13 @@ inline constexpr std::string_view kRouterDtypeChoices[] = {"fp32", "fp64"};
 inline constexpr std::string_view kImplementedRouterDtypes[] = {"fp32"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
+// Choices as argparse lists them in "invalid choice" messages: 'a', 'b', 'c'.
+inline std::string quoted(std::span<const std::string_view> names) {
+  std::string out;
+  for (const auto name : names) out += (out.empty() ? "'" : ", '") + std::string(name) + "'";
+  return out;
+}
+
 // The name a flag is reported by: the first of its aliases ("--a" of "--a,--b").
 inline std::string primary_flag(std::string_view flags) { return std::string(flags.substr(0, flags.find(','))); }
 

@@ -25,6 +25,7 @@ using detail::Choices;
 using detail::FieldSpec;
 using detail::FlagKind;
 using detail::primary_flag;
+using detail::quoted;
 using detail::ParseState;
 
 // The values of the last occurrence of a flag, the spelling used and how often it was given.
@@ -40,12 +41,6 @@ std::string trim(std::string_view text) {
   if (begin == std::string_view::npos) return "";
   const auto end = text.find_last_not_of(" \t\n\r\f\v");
   return std::string(text.substr(begin, end - begin + 1));
-}
-
-std::string quoted(std::span<const std::string_view> names) {
-  std::string out;
-  for (const auto name : names) out += (out.empty() ? "'" : ", '") + std::string(name) + "'";
-  return out;
 }
 
 // Converts one flag's values into its field, reporting problems as argparse words them.

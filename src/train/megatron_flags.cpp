@@ -24,23 +24,15 @@ bool matches(std::string_view pattern, std::string_view flag) {
   return rest.find(tail) != std::string_view::npos;
 }
 
-std::string quoted_choices(std::string_view choices) {
-  std::string out;
-  while (!choices.empty()) {
-    const auto bar = choices.find('|');
-    out += (out.empty() ? "'" : ", '") + std::string(choices.substr(0, bar)) + "'";
-    choices = bar == std::string_view::npos ? "" : choices.substr(bar + 1);
-  }
-  return out;
-}
-
 // argparse's complaint about one value of the flag, or "" when argparse would take it.
 std::string value_problem(const MegatronFlag& flag, const std::string& spelled, const std::string& value) {
   const std::string where = "argument " + spelled + ": ";
   if (flag.type == "int" && !parse_python_int(value)) return where + "invalid int value: '" + value + "'";
   if (flag.type == "float" && !parse_python_float(value)) return where + "invalid float value: '" + value + "'";
   if (!flag.choices.empty() && !one_of(flag.choices, value)) {
-    return where + "invalid choice: '" + value + "' (choose from " + quoted_choices(flag.choices) + ")";
+    const std::vector<std::string> choices = split(flag.choices, '|');
+    const std::vector<std::string_view> names(choices.begin(), choices.end());
+    return where + "invalid choice: '" + value + "' (choose from " + quoted(names) + ")";
   }
   return "";
 }

@@ -263,7 +263,6 @@ TEST(Checkpointer, ResumingWithAnotherTokenizerIsRefusedUnlessFinetuning) {
   {
     CheckpointPlan plan;
     plan.save = root;
-    plan.save_tokenizer_assets = true;
     std::ostringstream out;
     Checkpointer saver(plan, pc(), false, out, take_save_folder(root, out));  // with the tokenizer's copies
     checkpoint::CheckpointState state = state_at(4, config, model.named_parameters());

@@ -6,6 +6,7 @@
 
 #include "checkpoint_files.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/torch_dist.h"
 #include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
@@ -78,6 +79,7 @@ SavedLayout read_layout(const std::string& root, std::int64_t iteration) {
   MEGATRON_CHECK(fs::is_directory(folder), "the checkpoint tracker ", (fs::path(root) / kTrackerFile).string(),
                  " names iteration ", iteration, " but ", fs::path(folder).filename().string(),
                  "/ does not exist in ", root, "; restore that folder, or correct or remove the tracker");
+  if (is_torch_dist(folder)) return read_torch_dist_run(root, iteration).layout;
   // mp_rank_TT, then up to two 3-digit numbers: the pipeline stage and the expert-parallel rank
   // (which one a single number is, the first shard's meta.json says).
   std::vector<ShardName::Numbers> names;

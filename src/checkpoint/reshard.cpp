@@ -93,19 +93,13 @@ class Resharder {
  private:
   // The saved stage and name of a parameter this rank holds (its current name).
   Where locate(const std::string& name) {
-    auto [chunk, rest] = split_chunk_prefix(name, target_.layout.chunks);
+    const std::string full = full_model_name(name, target_.layout, target_.pp_rank);
     const parallel::PipelineLayout& from = saved_.layout;
     // A tied output layer saved without pipelining is the word embedding itself.
-    if (rest == "output_layer.weight" && saved_.tied_embeddings && from.stages == 1) {
+    if (full == "output_layer.weight" && saved_.tied_embeddings && from.stages == 1) {
       return {0, chunk_prefix(0, from.chunks) + "embedding.word_embeddings.weight"};
     }
-    if (rest.starts_with(kLayers)) {  // to the global layer number
-      const auto dot = rest.find('.', std::string(kLayers).size());
-      const int local = std::stoi(rest.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
-      const int global = target_.layout.layers(target_.pp_rank, chunk).first + local;
-      rest = kLayers + std::to_string(global) + rest.substr(dot);
-    }
-    return stage_place(rest, from);
+    return stage_place(full, from);
   }
 
   // Folder `index` of a stage and EP rank holds TP shard index % tp and expert-TP shard index % etp.
@@ -221,6 +215,14 @@ class Resharder {
 };
 
 }  // namespace
+
+std::string full_model_name(const std::string& name, const parallel::PipelineLayout& layout, int pp_rank) {
+  auto [chunk, rest] = split_chunk_prefix(name, layout.chunks);
+  if (!rest.starts_with(kLayers)) return rest;
+  const auto dot = rest.find('.', std::string(kLayers).size());
+  const int local = std::stoi(rest.substr(std::string(kLayers).size(), dot - std::string(kLayers).size()));
+  return kLayers + std::to_string(layout.layers(pp_rank, chunk).first + local) + rest.substr(dot);
+}
 
 StagePlace stage_place(const std::string& full_name, const parallel::PipelineLayout& layout) {
   if (full_name.starts_with(kLayers)) {

@@ -100,4 +100,21 @@ SavedRun SavedRun::from_json(const json& config, const std::string& where) {
   return run;
 }
 
+SavedRun SavedRun::from_megatron_args(const json& args, const std::string& where) {
+  MEGATRON_CHECK(args.is_object(), where, ": the checkpoint's args are not a Namespace of settings");
+  MEGATRON_CHECK(args.contains("num_layers") && args.value("padded_vocab_size", json()).is_number_integer(), where,
+                 ": the checkpoint's args lack num_layers or padded_vocab_size; they describe no GPT model");
+  SavedRun run;
+  run.arguments = args;
+  json resolved = args;
+  resolved["padded_vocab_size_resolved"] = args.at("padded_vocab_size");
+  resolved.erase("padded_vocab_size");  // the resolved size, not a --padded-vocab-size of ours
+  try {
+    read_legacy(resolved, run);
+  } catch (const Error& e) {
+    MEGATRON_FAIL(where, ": ", e.what());
+  }
+  return run;
+}
+
 }  // namespace megatron::checkpoint

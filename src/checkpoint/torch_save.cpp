@@ -53,6 +53,26 @@ class FileRange final : public caffe2::serialize::ReadAdapterInterface {
   std::string where_;
 };
 
+std::string range_name(const std::string& path, std::uint64_t offset, std::optional<std::uint64_t> length) {
+  return length ? str_cat(path, " bytes [", offset, ", ", offset + *length, ")") : path;
+}
+
+// Bytes held in memory.
+class Memory final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit Memory(std::string bytes) : bytes_(std::move(bytes)) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char*) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = static_cast<size_t>(std::min<std::uint64_t>(n, bytes_.size() - pos));
+    std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  std::string bytes_;
+};
+
 // torch.save's typed storage classes by name.
 const std::map<std::string, at::ScalarType>& storage_types() {
   static const std::map<std::string, at::ScalarType> types = {
@@ -83,12 +103,18 @@ struct TorchSaveArchive::Impl {
 };
 
 TorchSaveArchive::TorchSaveArchive(const std::string& path, std::uint64_t offset, std::optional<std::uint64_t> length)
-    : impl_(std::make_unique<Impl>()),
-      where_(length ? str_cat(path, " bytes [", offset, ", ", offset + *length, ")") : path) {
-  auto range = std::make_shared<FileRange>(path, offset, length, where_);
+    : TorchSaveArchive(std::make_shared<FileRange>(path, offset, length, range_name(path, offset, length)),
+                       range_name(path, offset, length)) {}
+
+TorchSaveArchive TorchSaveArchive::from_bytes(std::string bytes, const std::string& where) {
+  return TorchSaveArchive(std::make_shared<Memory>(std::move(bytes)), where);
+}
+
+TorchSaveArchive::TorchSaveArchive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> input, std::string where)
+    : impl_(std::make_unique<Impl>()), where_(std::move(where)) {
   std::string pickle;
   try {
-    impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(range);
+    impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::move(input));
     if (impl_->reader->hasRecord("byteorder")) {
       const auto [data, size] = impl_->reader->getRecord("byteorder");
       const std::string order(static_cast<const char*>(data.get()), size);

@@ -5,6 +5,7 @@
 
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
+#include "megatron/checkpoint/torch_dist.h"
 #include "megatron/core/check.h"
 #include "megatron/parallel/pipeline_layout.h"
 #include "megatron/tokenizer/tokenizer_files.h"
@@ -47,11 +48,13 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   const parallel::PipelineLayout one{out.config.num_layers, 1, 1, std::nullopt, std::nullopt};
   const parallel::NamedTensors tensors = out.model->checkpoint_tensors();
   const auto layouts = out.model->checkpoint_layouts();
+  const checkpoint::ReshardTarget whole{tensors, layouts, 0, 1, 0, one};
   const checkpoint::CheckpointState state =
-      checkpoint::load_resharded(root, out.iteration,
-                                 {saved.tp, out.run.pipeline.layout(saved.pp), tied, saved.ep,
-                                  saved.etp},
-                     {tensors, layouts, 0, 1, 0, one}, false);
+      saved.format == checkpoint::CheckpointFormat::kTorchDist
+          ? checkpoint::load_torch_dist(root, out.iteration, whole)
+          : checkpoint::load_resharded(root, out.iteration,
+                                       {saved.tp, out.run.pipeline.layout(saved.pp), tied, saved.ep, saved.etp}, whole,
+                                       false);
   checkpoint::load_parameters(tensors, state.model, checkpoint::iteration_folder(root, out.iteration));
   return out;
 }

@@ -128,12 +128,18 @@ std::string describe_iterations(const std::vector<std::int64_t>& iterations);
 // (no checkpoint yet). Throws when it exists but is not a non-negative integer.
 std::optional<std::int64_t> read_tracker(const std::string& root);
 
-// The parallel layout a checkpoint was saved with: PP from its mp_rank_TT[_PPP][_EEE] folders; TP
+// The parallel layout a checkpoint was saved with. A torch_dist checkpoint's from Megatron's args
+// (read_torch_dist_run). This build's own: PP from its mp_rank_TT[_PPP][_EEE] folders; TP
 // (the folders' count when not recorded), the experts' TP and EP sizes, DP and the optimizer kind
 // from the first shard's meta.json. With an expert TP size other than TP there are max(TP, ETP)
 // folders per stage and EP rank (ParallelState::checkpoint_shard_index). Throws, naming the folder, when it
 // does not exist (blaming the tracker), has no shard folders, or its first shard has no meta.json.
+enum class CheckpointFormat {
+  kNative,     // this build's safetensors shards (mp_rank_*/meta.json)
+  kTorchDist,  // Megatron-Core's distributed checkpoint (torch_dist.h)
+};
 struct SavedLayout {
+  CheckpointFormat format = CheckpointFormat::kNative;
   int tp = 1;
   int pp = 1;
   int ep = 1;  // expert_model_parallel_size in the first shard's meta.json (1 when absent)

@@ -45,6 +45,9 @@ struct ReshardTarget {
 // counters and config from the saved first shard; no RNG state (the streams belong to a layout).
 CheckpointState load_resharded(const std::string& root, std::int64_t iteration, const ReshardSource& saved,
                                const ReshardTarget& target, bool load_optimizer);
+// The whole model's name of parameter `name` of stage `pp_rank` in `layout`: the chunk prefix
+// dropped, a layer's number made global ("model1.decoder.layers.0.x" -> "decoder.layers.6.x").
+std::string full_model_name(const std::string& name, const parallel::PipelineLayout& layout, int pp_rank);
 // Where a full model's parameter (global layer numbers: "decoder.layers.<global>.rest") lives in a
 // pipeline layout: the stage, and the name that stage's checkpoint gives it ("model<c>." first
 // with several chunks, the layer numbered within its chunk).

@@ -60,6 +60,10 @@ struct SavedRun {
   // Throws megatron::Error naming `where` when `config` is not an object, or its model is of the
   // wrong types.
   static SavedRun from_json(const nlohmann::json& config, const std::string& where);
+  // From the `args` Megatron-LM saves in its checkpoints (the Namespace's values under their dest
+  // names; padded_vocab_size is the resolved vocabulary there, padded by
+  // make_vocab_size_divisible_by x tensor_model_parallel_size).
+  static SavedRun from_megatron_args(const nlohmann::json& args, const std::string& where);
 };
 
 }  // namespace megatron::checkpoint

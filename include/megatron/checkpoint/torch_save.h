@@ -13,6 +13,10 @@
 
 #include "megatron/checkpoint/pickle.h"
 
+namespace caffe2::serialize {
+class ReadAdapterInterface;
+}
+
 namespace megatron::checkpoint {
 
 class TorchSaveArchive {
@@ -21,6 +25,8 @@ class TorchSaveArchive {
   // naming the file (and the range) when it is not a readable torch.save archive.
   explicit TorchSaveArchive(const std::string& path, std::uint64_t offset = 0,
                             std::optional<std::uint64_t> length = std::nullopt);
+  // An archive held in memory (a DCP bytes item's value); `where` names it in messages.
+  static TorchSaveArchive from_bytes(std::string bytes, const std::string& where);
   ~TorchSaveArchive();
   TorchSaveArchive(TorchSaveArchive&&) noexcept;
   TorchSaveArchive& operator=(TorchSaveArchive&&) noexcept;
@@ -38,6 +44,7 @@ class TorchSaveArchive {
   at::Tensor tensor(const PickleValue& v) const;
 
  private:
+  TorchSaveArchive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> input, std::string where);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string where_;

@@ -7,7 +7,7 @@ model on CPU ranks (torch.distributed over gloo, one process per rank of the cas
 layout) and saves it as `--ckpt-format torch_dist` does: <case>/iter_0000010/ with the
 distributed-checkpoint files and the common state (Megatron's `args` Namespace, checkpoint_version
 3.0, iteration, the scheduler's state, the FLOP count), and <case>/latest_checkpointed_iteration.txt.
-A second, single process then builds the same model without model parallelism, loads that
+A second, single process then builds the same model in fp32 without model parallelism, loads that
 checkpoint with dist_checkpointing.load (Megatron's own resharding) and records the per-token
 losses of a fixed batch: <out>/megatron_reference.json holds them with each case's layout, so a
 reader here can be held to Megatron's forward.
@@ -124,7 +124,7 @@ def megatron_args(spec, tp, pp, dtype):
         group_query_attention=groups is not None, num_query_groups=groups or spec["num_attention_heads"],
         seq_length=SEQ, max_position_embeddings=SEQ * 2, position_embedding_type=spec["position"],
         rotary_base=10000, rotary_percent=1.0, normalization=spec["normalization"], norm_epsilon=1e-5,
-        swiglu=spec["swiglu"], add_bias_linear=spec["bias"], add_qkv_bias=spec["bias"],
+        swiglu=spec["swiglu"], bias_gelu_fusion=False, bias_swiglu_fusion=False, add_bias_linear=spec["bias"], add_qkv_bias=spec["bias"],
         untie_embeddings_and_output_weights=not spec["tied"], padded_vocab_size=spec["vocab"],
         vocab_size=spec["vocab"], make_vocab_size_divisible_by=128, tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp, bf16=dtype == "bf16", fp16=False,
@@ -146,7 +146,7 @@ def build_model(spec, dtype, tp=1, pp=1, pre_process=True, post_process=True):
         normalization=spec["normalization"], layernorm_epsilon=1e-5, gated_linear_unit=spec["swiglu"],
         activation_func=torch.nn.functional.silu if spec["swiglu"] else torch.nn.functional.gelu,
         add_bias_linear=spec["bias"], hidden_dropout=0.0, attention_dropout=0.0, use_cpu_initialization=True,
-        init_method_std=0.02, bf16=half, params_dtype=torch.bfloat16 if half else torch.float32,
+        init_method_std=0.3, bf16=half, params_dtype=torch.bfloat16 if half else torch.float32,
         pipeline_dtype=torch.bfloat16 if half else torch.float32, tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp, bias_activation_fusion=False, masked_softmax_fusion=False,
         bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
@@ -213,7 +213,7 @@ def evaluate_worker(rank, world, port, out, model, tp, pp, dtype, results):
     init_world(rank, world, port, 1, 1)
     from megatron.core import dist_checkpointing
     spec = MODELS[model]
-    net = build_model(spec, dtype)
+    net = build_model(spec, "fp32")  # a bf16 checkpoint's weights, computed in fp32
     root = os.path.join(out, case_name(model, tp, pp, dtype))
     loaded = dist_checkpointing.load({"model": net.sharded_state_dict()}, os.path.join(root, f"iter_{ITERATION:07d}"))
     net.load_state_dict(loaded["model"])
@@ -252,6 +252,7 @@ def main():
         print(f"megatron_reference: {cases[-1]['case']} saved and evaluated", flush=True)
     with open(os.path.join(args.out, "megatron_reference.json"), "w") as f:
         json.dump({"cases": cases, "models": MODELS}, f, indent=1)
+    open(os.path.join(args.out, "done"), "w").close()
     return 0
 
 

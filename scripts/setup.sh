@@ -25,6 +25,7 @@ TIKTOKEN_VERSION="0.12.0"
 SENTENCEPIECE_VERSION="0.2.3"
 TOKENIZERS_VERSION="0.23.3"
 MEGATRON_CORE_VERSION="0.12.0"
+PSUTIL_VERSION="7.2.2"
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
@@ -96,15 +97,17 @@ install_libtorch() {
   # The tokenizer references: sentencepiece trains the test SentencePiece model (converted by
   # transformers into a tokenizer.json),
   # tokenizers (transformers' own dependency, pinned) the tokenizer.json files, and megatron-core
-  # writes the .bin/.idx files the preprocessing is compared with (its indexed_dataset module
-  # only: --no-deps, it needs nothing beyond torch and numpy).
+  # writes the .bin/.idx files the preprocessing is compared with and the torch_dist checkpoints
+  # the checkpoint readers are (--no-deps: beyond torch and numpy its checkpoint writer needs only
+  # psutil).
   if ! "$venv/bin/python" -c "import sentencepiece, tokenizers, sys; sys.exit(sentencepiece.__version__ != '$SENTENCEPIECE_VERSION' or tokenizers.__version__ != '$TOKENIZERS_VERSION')" 2>/dev/null; then
     log "sentencepiece, tokenizers: installing sentencepiece==$SENTENCEPIECE_VERSION tokenizers==$TOKENIZERS_VERSION into .venv (tokenizer references)"
     "$venv/bin/pip" install -q "sentencepiece==$SENTENCEPIECE_VERSION" "tokenizers==$TOKENIZERS_VERSION"
   fi
-  if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('megatron-core') != '$MEGATRON_CORE_VERSION')" 2>/dev/null; then
-    log "megatron-core: installing megatron-core==$MEGATRON_CORE_VERSION into .venv (its dataset writer is the preprocessing reference)"
+  if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('megatron-core') != '$MEGATRON_CORE_VERSION' or m.version('psutil') != '$PSUTIL_VERSION')" 2>/dev/null; then
+    log "megatron-core: installing megatron-core==$MEGATRON_CORE_VERSION psutil==$PSUTIL_VERSION into .venv (its dataset writer is the preprocessing reference, its models and distributed checkpoints the checkpoint readers')"
     "$venv/bin/pip" install -q --no-deps "megatron-core==$MEGATRON_CORE_VERSION"
+    "$venv/bin/pip" install -q "psutil==$PSUTIL_VERSION"
   fi
   # The CUDA wheel must work on a machine without a GPU: import it and compute on the CPU.
   "$venv/bin/python" -c "import torch; assert torch.ones(4).sum().item() == 4.0; print('[setup] LibTorch:', torch.__version__, 'CUDA available:', torch.cuda.is_available())"

@@ -10,9 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "megatron/checkpoint/reshard.h"
+#include "megatron/checkpoint/saved_run.h"
 #include "megatron/core/check.h"
+#include "megatron/core/strings.h"
 #include "megatron/interop/loaded_model.h"
 #include "megatron/model/gpt_model.h"
 #include "test_support.h"
@@ -65,6 +69,103 @@ TEST(TorchDist, MegatronsCheckpointsGiveMegatronsLosses) {
     const at::Tensor want = float_tensor(c.at("losses"));
     EXPECT_LT((losses - want).abs().max().item<double>(), 1e-5) << losses << want;
   }
+}
+
+// Every rank of TP 2 x PP 2 (and PP 4) reads from each checkpoint exactly its shard of the whole
+// model: the stage's layers under their stage-local names, each tensor's TP shard (SwiGLU's fc1 a
+// gate and an up block), the tied output layer's copy on the last stage.
+TEST(TorchDist, EachRankOfAnotherLayoutReadsItsShard) {
+  for (const auto& c : cases()) {
+    const std::string name = c.at("case");
+    const std::string root = (reference() / name).string();
+    const interop::LoadedModel loaded = interop::load_model(root);
+    const parallel::NamedTensors whole = loaded.model->checkpoint_tensors();
+    const auto layouts = loaded.model->checkpoint_layouts();
+    const bool tied = !loaded.config.untie_embeddings_and_output_weights;
+    for (const auto& [tp, pp] : {std::pair{2, 2}, std::pair{1, 4}}) {
+      const parallel::PipelineLayout layout{loaded.config.num_layers, pp, 1, std::nullopt, std::nullopt};
+      for (int p = 0; p < pp; ++p) {
+        for (int t = 0; t < tp; ++t) {
+          SCOPED_TRACE(str_cat(name, " at TP ", tp, " x PP ", pp, ": TP rank ", t, ", stage ", p));
+          parallel::NamedTensors params, want;
+          std::vector<parallel::TensorParallelLayout> mine;
+          const auto add = [&](const std::string& stage_name, const at::Tensor& full,
+                               const parallel::TensorParallelLayout& l) {
+            want.emplace_back(stage_name, parallel::shard_of_full(full, l, t, tp));
+            params.emplace_back(stage_name, at::empty_like(want.back().second));
+            mine.push_back(l);
+          };
+          for (std::size_t i = 0; i < whole.size(); ++i) {
+            const StagePlace place = stage_place(whole[i].first, layout);
+            if (place.stage == p) add(place.name, whole[i].second, layouts[i]);
+            if (tied && pp > 1 && p == pp - 1 && whole[i].first == "embedding.word_embeddings.weight") {
+              add("output_layer.weight", whole[i].second, layouts[i]);
+            }
+          }
+          const ReshardTarget target{.params = params, .layouts = mine, .tp_rank = t, .tp = tp, .pp_rank = p,
+                                     .layout = layout};
+          const CheckpointState state = load_torch_dist(root, 10, target);
+          ASSERT_EQ(state.model.size(), want.size());
+          for (std::size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(state.model[i].first, want[i].first);
+            EXPECT_TRUE(at::equal(state.model[i].second.to(want[i].second.scalar_type()), want[i].second))
+                << want[i].first;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The counters and the run come from Megatron's common state (common.pt's args Namespace).
+TEST(TorchDist, CountersAndTheRunComeFromMegatronsArgs) {
+  const TorchDistRun run = read_torch_dist_run((reference() / "llama_tp2_pp2_fp32").string(), 10);
+  EXPECT_EQ(run.state.iteration, 10);
+  EXPECT_EQ(run.state.consumed_train_samples, 80);
+  EXPECT_EQ(run.state.consumed_valid_samples, 16);
+  EXPECT_EQ(run.state.scheduler_num_steps, 80);
+  EXPECT_EQ(run.state.scheduler.at("lr_decay_style"), "cosine");
+  EXPECT_DOUBLE_EQ(run.state.floating_point_operations_so_far, 123456789.0);
+  EXPECT_EQ(run.layout.format, CheckpointFormat::kTorchDist);
+  EXPECT_EQ(run.layout.tp, 2);
+  EXPECT_EQ(run.layout.pp, 2);
+  EXPECT_TRUE(run.args.at("params_dtype").is_null());  // torch.float32: not a plain value
+  const model::ModelConfig config = SavedRun::from_json(run.state.config, "test").model_config("test");
+  EXPECT_EQ(config.num_layers, 4);
+  EXPECT_EQ(config.num_query_groups, 2);
+  EXPECT_EQ(config.ffn_hidden_size, 96);
+  EXPECT_TRUE(config.swiglu);
+  EXPECT_TRUE(config.untie_embeddings_and_output_weights);
+  EXPECT_EQ(config.padded_vocab_size, 128);
+  const SavedRun saved = SavedRun::from_json(run.state.config, "test");
+  ASSERT_TRUE(saved.vocab_padding.has_value());
+  EXPECT_EQ(saved.vocab_padding->divisible_by, 128);
+  EXPECT_EQ(saved.vocab_padding->tp, 2);
+}
+
+// A damaged checkpoint is refused naming the file: a .distcp cut short, metadata.json naming
+// another backend, the common state missing or without its args.
+TEST(TorchDist, DamagedCheckpointsAreRefusedNamingTheFile) {
+  const testing::TempDir dir;
+  const auto damaged = [&](const std::string& what, const std::function<void(const fs::path&)>& damage,
+                           const std::string& expected) {
+    SCOPED_TRACE(what);
+    const fs::path root = dir.path() / what;
+    fs::copy(reference() / "gpt2_tp1_pp1_fp32", root, fs::copy_options::recursive);
+    damage(root / "iter_0000010");
+    try {
+      interop::load_model(root.string());
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  damaged("truncated", [](const fs::path& f) { fs::resize_file(f / "__0_1.distcp", 1000); }, "__0_1.distcp");
+  damaged("backend", [](const fs::path& f) {
+    std::ofstream(f / "metadata.json") << R"({"sharded_backend": "zarr", "sharded_backend_version": 1})";
+  }, "sharded_backend 'zarr' is not read");
+  damaged("no_common", [](const fs::path& f) { fs::remove(f / "common.pt"); }, "has neither common.pt nor a common_state");
+  damaged("not_json", [](const fs::path& f) { std::ofstream(f / "metadata.json") << "{"; }, "metadata.json: not JSON");
 }
 
 }  // namespace

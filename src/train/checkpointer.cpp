@@ -10,6 +10,7 @@
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/checkpoint/saved_run.h"
 #include "megatron/checkpoint/shard_name.h"
+#include "megatron/checkpoint/torch_dist.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/core/log.h"
@@ -255,7 +256,15 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
                        !checkpoint::same_layer_split(saved_split, target.layout);
   const bool load_optimizer = !plan_.finetune && plan_.load_optimizer;
   checkpoint::CheckpointState state;
-  if (reshard) {
+  if (saved.format == checkpoint::CheckpointFormat::kTorchDist) {
+    MEGATRON_CHECK(!load_optimizer, "checkpoint ", folder, " is Megatron-Core's torch_dist checkpoint: its model, "
+                   "counters and scheduler are read here, its optimizer state not yet; give --no-load-optim (the "
+                   "optimizer starts afresh) or --finetune");
+    out_ << " > reading Megatron-Core's distributed checkpoint " << folder << " (saved at tensor-model-parallel size "
+         << saved.tp << " x pipeline-model-parallel size " << saved.pp << ") into " << ps_.tp() << " x " << ps_.pp()
+         << "; the random-number streams start afresh" << std::endl;
+    state = checkpoint::load_torch_dist(root, *tracker, to_target(target));
+  } else if (reshard) {
     const bool experts = saved.ep > 1 || ps_.ep() > 1;
     const bool expert_tp = saved.etp != saved.tp || ps_.expert_tp() != ps_.tp();
     out_ << " > resharding checkpoint " << folder << " from tensor-model-parallel size " << saved.tp
@@ -268,19 +277,8 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
     if (expert_tp) out_ << " (" << ps_.expert_tp() << ")";
     out_ << "; the model and the optimizer state are resharded, the random-number streams start afresh" << std::endl;
     const bool tied = !saved_model.untie_embeddings_and_output_weights;
-    const checkpoint::ReshardTarget to{.params = target.params,
-                                       .layouts = target.layouts,
-                                       .tp_rank = ps_.tp_rank(),
-                                       .tp = ps_.tp(),
-                                       .pp_rank = ps_.pp_rank(),
-                                       .layout = target.layout,
-                                       .ep_rank = ps_.ep_rank(),
-                                       .ep = ps_.ep(),
-                                       .etp_rank = ps_.expert_tp_rank(),
-                                       .etp = ps_.expert_tp(),
-                                       .buffers = target.buffers};
-    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep, saved.etp}, to,
-                                       load_optimizer);
+    state = checkpoint::load_resharded(root, *tracker, {saved.tp, saved_split, tied, saved.ep, saved.etp},
+                                       to_target(target), load_optimizer);
   } else {
     // Of every DP rank's optimizer file, only the pieces this rank owns in the current layout.
     state = checkpoint::load_checkpoint(root, *tracker, checkpoint::ShardName::of(ps_).str(), load_optimizer,
@@ -290,6 +288,20 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   refuse_another_model(target.model, checkpoint::SavedRun::from_json(state.config, folder).model_config(folder), folder);
   checkpoint::load_parameters(target.params, state.model, folder + "/" + checkpoint::ShardName::of(ps_).str());
   return state;
+}
+
+checkpoint::ReshardTarget Checkpointer::to_target(const LoadTarget& target) const {
+  return {.params = target.params,
+          .layouts = target.layouts,
+          .tp_rank = ps_.tp_rank(),
+          .tp = ps_.tp(),
+          .pp_rank = ps_.pp_rank(),
+          .layout = target.layout,
+          .ep_rank = ps_.ep_rank(),
+          .ep = ps_.ep(),
+          .etp_rank = ps_.expert_tp_rank(),
+          .etp = ps_.expert_tp(),
+          .buffers = target.buffers};
 }
 
 void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,

@@ -18,6 +18,7 @@
 
 #include "megatron/checkpoint/async_saver.h"
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/reshard.h"
 #include "megatron/core/log.h"
 #include "megatron/core/process_lock.h"
 #include "megatron/model/model_config.h"
@@ -117,6 +118,8 @@ class Checkpointer {
   // experts' TP size is not TP), into state.optimizer_parts.
   void add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
                                     checkpoint::CheckpointState& state) const;
+  // What this rank holds, for the readers of other layouts and formats.
+  checkpoint::ReshardTarget to_target(const LoadTarget& target) const;
 
   CheckpointPlan plan_;
   const parallel::ParallelContext& pc_;

@@ -126,7 +126,7 @@ def megatron_args(spec, tp, pp, dtype):
         rotary_base=10000, rotary_percent=1.0, normalization=spec["normalization"], norm_epsilon=1e-5,
         swiglu=spec["swiglu"], bias_gelu_fusion=False, bias_swiglu_fusion=False, add_bias_linear=spec["bias"], add_qkv_bias=spec["bias"],
         untie_embeddings_and_output_weights=not spec["tied"], padded_vocab_size=spec["vocab"],
-        vocab_size=spec["vocab"], make_vocab_size_divisible_by=128, tensor_model_parallel_size=tp,
+        vocab_size=spec["vocab"], make_vocab_size_divisible_by=16, tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp, bf16=dtype == "bf16", fp16=False,
         params_dtype=torch.bfloat16 if dtype == "bf16" else torch.float32,
         tokenizer_type="NullTokenizer", consumed_train_samples=ITERATION * 8, consumed_valid_samples=16,

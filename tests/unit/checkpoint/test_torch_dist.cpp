@@ -139,7 +139,7 @@ TEST(TorchDist, CountersAndTheRunComeFromMegatronsArgs) {
   EXPECT_EQ(config.padded_vocab_size, 128);
   const SavedRun saved = SavedRun::from_json(run.state.config, "test");
   ASSERT_TRUE(saved.vocab_padding.has_value());
-  EXPECT_EQ(saved.vocab_padding->divisible_by, 128);
+  EXPECT_EQ(saved.vocab_padding->divisible_by, 16);
   EXPECT_EQ(saved.vocab_padding->tp, 2);
 }
 

@@ -175,18 +175,21 @@ at::Tensor DcpCheckpoint::read(const std::string& name, const std::vector<std::i
     const TorchSaveArchive archive(file, c.item.offset, c.item.length);
     MEGATRON_CHECK(TorchSaveArchive::is_tensor(archive.root()), archive.where(), ": the chunk of ", name, " is a ",
                    archive.root().kind_name(), ", not a tensor");
-    const at::Tensor chunk = archive.tensor(archive.root());
-    MEGATRON_CHECK(chunk.sizes().vec() == c.sizes && chunk.scalar_type() == t.dtype, archive.where(), ": the chunk of ", name,
-                   " is ", chunk.sizes(), " ", chunk.scalar_type(), ", not the ", at::IntArrayRef(c.sizes), " ", t.dtype,
+    const TorchSaveArchive::TensorInfo saved = archive.info(archive.root());
+    MEGATRON_CHECK(saved.sizes == c.sizes && saved.dtype == t.dtype, archive.where(), ": the chunk of ", name, " is ",
+                   at::IntArrayRef(saved.sizes), " ", saved.dtype, ", not the ", at::IntArrayRef(c.sizes), " ", t.dtype,
                    " .metadata says");
-    at::Tensor src = chunk, dst = out;
+    // Only the overlap's part of the chunk is read.
+    std::vector<std::int64_t> in_chunk(sizes.size()), extent(sizes.size());
+    at::Tensor dst = out;
     std::int64_t n = 1;
     for (std::size_t d = 0; d < sizes.size(); ++d) {
-      src = src.narrow(static_cast<std::int64_t>(d), lo[d] - c.offsets[d], hi[d] - lo[d]);
-      dst = dst.narrow(static_cast<std::int64_t>(d), lo[d] - offsets[d], hi[d] - lo[d]);
-      n *= hi[d] - lo[d];
+      in_chunk[d] = lo[d] - c.offsets[d];
+      extent[d] = hi[d] - lo[d];
+      dst = dst.narrow(static_cast<std::int64_t>(d), lo[d] - offsets[d], extent[d]);
+      n *= extent[d];
     }
-    dst.copy_(src);
+    dst.copy_(archive.block(archive.root(), in_chunk, extent));
     covered += n;
   }
   MEGATRON_CHECK(covered == out.numel(), folder_, ": the chunks of ", name, " cover ", covered, " of the ", out.numel(),

@@ -98,6 +98,7 @@ std::vector<std::int64_t> int_tuple(const PickleValue& v, const std::string& whe
 }  // namespace
 
 struct TorchSaveArchive::Impl {
+  std::shared_ptr<caffe2::serialize::ReadAdapterInterface> input;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   mutable std::map<std::string, at::Tensor> storages;  // by key, as read
 };
@@ -114,6 +115,7 @@ TorchSaveArchive::TorchSaveArchive(std::shared_ptr<caffe2::serialize::ReadAdapte
     : impl_(std::make_unique<Impl>()), where_(std::move(where)) {
   std::string pickle;
   try {
+    impl_->input = input;
     impl_->reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::move(input));
     if (impl_->reader->hasRecord("byteorder")) {
       const auto [data, size] = impl_->reader->getRecord("byteorder");
@@ -138,12 +140,21 @@ bool TorchSaveArchive::is_tensor(const PickleValue& v) {
   return v.kind == Kind::kObject && (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_parameter");
 }
 
-at::Tensor TorchSaveArchive::tensor(const PickleValue& v) const {
+// A tensor as _rebuild_tensor_v2's arguments describe it, checked against its storage's size.
+struct TorchSaveArchive::View {
+  std::string key;  // the storage's record: data/<key>
+  at::ScalarType dtype = at::kFloat;
+  std::int64_t numel = 0;  // of the storage
+  std::int64_t offset = 0;
+  std::vector<std::int64_t> size, stride;
+};
+
+TorchSaveArchive::View TorchSaveArchive::view(const PickleValue& v) const {
   MEGATRON_CHECK(is_tensor(v), where_, ": expected a tensor, found a ", v.kind_name());
   const auto& a = v.args->items;
   if (v.class_name() == "torch._utils._rebuild_parameter") {  // (data, requires_grad, backward_hooks)
     MEGATRON_CHECK(!a.empty(), where_, ": a Parameter without its data");
-    return tensor(*a[0]);
+    return view(*a[0]);
   }
   // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
   MEGATRON_CHECK(a.size() >= 4 && a[0]->kind == Kind::kPersistentId && a[1]->kind == Kind::kInt, where_,
@@ -156,43 +167,86 @@ at::Tensor TorchSaveArchive::tensor(const PickleValue& v) const {
   const std::string type_name = id.items[1]->class_name();
   const auto type = storage_types().find(type_name);
   MEGATRON_CHECK(type != storage_types().end(), where_, ": storage class ", type_name, " is not read");
-  const std::string& key = id.items[2]->text;
-  const std::int64_t numel = id.items[4]->integer;
-  at::Tensor& storage = impl_->storages[key];
-  if (!storage.defined()) {
-    const std::string record = "data/" + key;
-    MEGATRON_CHECK(impl_->reader->hasRecord(record), where_, ": storage ", key, " is missing (no record ", record, ")");
-    const auto element = static_cast<std::int64_t>(c10::elementSize(type->second));
-    at::Tensor bytes;
-    try {
-      auto [data, size] = impl_->reader->getRecord(record);
-      MEGATRON_CHECK(numel >= 0 && static_cast<std::int64_t>(size) == numel * element, where_, ": storage ", key, " holds ",
-                     size, " bytes, not the ", numel, " x ", element, " it says");
-      bytes = at::empty({numel}, at::TensorOptions().dtype(type->second));
-      std::memcpy(bytes.data_ptr(), data.get(), size);
-    } catch (const c10::Error& e) {
-      MEGATRON_FAIL(where_, ": storage ", key, " cannot be read (", e.msg(), ")");
-    }
-    storage = bytes;
-  }
-  MEGATRON_CHECK(storage.scalar_type() == type->second, where_, ": storage ", key, " is read as two dtypes");
-  const std::int64_t offset = a[1]->integer;
-  const std::vector<std::int64_t> size = int_tuple(*a[2], where_, "size"), stride = int_tuple(*a[3], where_, "stride");
-  MEGATRON_CHECK(size.size() == stride.size(), where_, ": a tensor of ", size.size(), " sizes and ", stride.size(), " strides");
-  std::int64_t last = offset;  // the furthest element the view reaches
-  for (std::size_t d = 0; d < size.size(); ++d) {
-    MEGATRON_CHECK(size[d] >= 0 && stride[d] >= 0, where_, ": a tensor with a negative size or stride");
-    if (size[d] == 0) last = offset - 1;  // empty
+  View out{id.items[2]->text, type->second, id.items[4]->integer, a[1]->integer, int_tuple(*a[2], where_, "size"),
+           int_tuple(*a[3], where_, "stride")};
+  MEGATRON_CHECK(out.size.size() == out.stride.size(), where_, ": a tensor of ", out.size.size(), " sizes and ",
+                 out.stride.size(), " strides");
+  std::int64_t last = out.offset;  // the furthest element the view reaches
+  for (std::size_t d = 0; d < out.size.size(); ++d) {
+    MEGATRON_CHECK(out.size[d] >= 0 && out.stride[d] >= 0, where_, ": a tensor with a negative size or stride");
+    if (out.size[d] == 0) last = out.offset - 1;  // empty
     std::int64_t reach = 0;
-    MEGATRON_CHECK(size[d] == 0 || !__builtin_mul_overflow(size[d] - 1, stride[d], &reach), where_,
+    MEGATRON_CHECK(out.size[d] == 0 || !__builtin_mul_overflow(out.size[d] - 1, out.stride[d], &reach), where_,
                    ": a tensor's size and stride overflow");
-    if (size[d] > 0 && last >= offset) {
+    if (out.size[d] > 0 && last >= out.offset) {
       MEGATRON_CHECK(!__builtin_add_overflow(last, reach, &last), where_, ": a tensor's size and stride overflow");
     }
   }
-  MEGATRON_CHECK(offset >= 0 && last < numel, where_, ": a tensor reaches element ", last, " of storage ", key, ", which has ",
-                 numel);
-  return storage.as_strided(size, stride, offset).clone();
+  MEGATRON_CHECK(out.offset >= 0 && out.numel >= 0 && last < out.numel, where_, ": a tensor reaches element ", last,
+                 " of storage ", out.key, ", which has ", out.numel);
+  const std::string record = "data/" + out.key;
+  MEGATRON_CHECK(impl_->reader->hasRecord(record), where_, ": storage ", out.key, " is missing (no record ", record, ")");
+  const auto element = static_cast<std::int64_t>(c10::elementSize(out.dtype));
+  std::size_t stored = 0;
+  try {
+    stored = impl_->reader->getRecordSize(record);
+  } catch (const c10::Error& e) {
+    MEGATRON_FAIL(where_, ": storage ", out.key, " cannot be read (", e.msg(), ")");
+  }
+  MEGATRON_CHECK(static_cast<std::int64_t>(stored) == out.numel * element, where_, ": storage ", out.key, " holds ",
+                 stored, " bytes, not the ", out.numel, " x ", element, " it says");
+  return out;
+}
+
+TorchSaveArchive::TensorInfo TorchSaveArchive::info(const PickleValue& v) const {
+  const View w = view(v);
+  return {w.dtype, w.size};
+}
+
+at::Tensor TorchSaveArchive::tensor(const PickleValue& v) const {
+  const View w = view(v);
+  at::Tensor& storage = impl_->storages[w.key];
+  if (!storage.defined()) {
+    at::Tensor bytes = at::empty({w.numel}, at::TensorOptions().dtype(w.dtype));
+    try {
+      impl_->reader->getRecord("data/" + w.key, bytes.data_ptr(), bytes.nbytes());
+    } catch (const c10::Error& e) {
+      MEGATRON_FAIL(where_, ": storage ", w.key, " cannot be read (", e.msg(), ")");
+    }
+    storage = bytes;
+  }
+  MEGATRON_CHECK(storage.scalar_type() == w.dtype, where_, ": storage ", w.key, " is read as two dtypes");
+  return storage.as_strided(w.size, w.stride, w.offset).clone();
+}
+
+at::Tensor TorchSaveArchive::block(const PickleValue& v, const std::vector<std::int64_t>& offsets,
+                                   const std::vector<std::int64_t>& sizes) const {
+  const View w = view(v);
+  MEGATRON_CHECK(offsets.size() == w.size.size() && sizes.size() == w.size.size(), where_, ": a block of ",
+                 offsets.size(), " dimensions asked of a tensor of ", w.size.size());
+  std::int64_t first = w.offset, span = 1;  // the block's first element in the storage, and how far it reaches
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
+    MEGATRON_CHECK(offsets[d] >= 0 && sizes[d] >= 0 && offsets[d] + sizes[d] <= w.size[d], where_,
+                   ": block [", at::IntArrayRef(offsets), ", +", at::IntArrayRef(sizes), ") is outside the tensor's ",
+                   at::IntArrayRef(w.size));
+    if (sizes[d] == 0) return at::empty(sizes, at::TensorOptions().dtype(w.dtype));
+    first += offsets[d] * w.stride[d];
+    span += (sizes[d] - 1) * w.stride[d];
+  }
+  // Only the bytes from the block's first element to its last: the record is stored uncompressed
+  // (torch.save writes its zip so), its data at getRecordOffset.
+  const auto element = static_cast<std::int64_t>(c10::elementSize(w.dtype));
+  at::Tensor bytes = at::empty({span}, at::TensorOptions().dtype(w.dtype));
+  std::size_t got = 0;
+  try {
+    const std::size_t start = impl_->reader->getRecordOffset("data/" + w.key) + static_cast<std::size_t>(first * element);
+    got = impl_->input->read(start, bytes.data_ptr(), static_cast<std::size_t>(span * element), "tensor block");
+  } catch (const c10::Error& e) {
+    MEGATRON_FAIL(where_, ": storage ", w.key, " cannot be read (", e.msg(), ")");
+  }
+  MEGATRON_CHECK(got == static_cast<std::size_t>(span * element), where_, ": storage ", w.key, " ends early");
+  std::vector<std::int64_t> stride = w.stride;
+  return bytes.as_strided(sizes, stride, 0).clone();
 }
 
 }  // namespace megatron::checkpoint

@@ -2,8 +2,9 @@
 // `.metadata` (a pickled Metadata: each tensor's global shape, dtype and chunks; where each chunk
 // and bytes item lies) and the `__<rank>_<n>.distcp` files holding them, each item a torch.save
 // archive at its byte range (or, for bytes items of older writers, the raw bytes). Read without
-// Python: the pickles through read_pickle, the archives through TorchSaveArchive; only the ranges
-// of the chunks a read overlaps are touched.
+// Python: the pickles through read_pickle, the archives through TorchSaveArchive; a read touches
+// only the chunks its block overlaps, and of each only the span from the overlap's first element
+// to its last (TorchSaveArchive::block).
 #pragma once
 
 #include <ATen/ATen.h>

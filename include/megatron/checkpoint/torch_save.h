@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "megatron/checkpoint/pickle.h"
 
@@ -42,8 +43,20 @@ class TorchSaveArchive {
   // naming the archive when `v` is not a tensor, its storage is missing, of another size than it
   // says, or the view reaches past it.
   at::Tensor tensor(const PickleValue& v) const;
+  // A tensor's dtype and shape, without reading its data (checked as tensor() checks it).
+  struct TensorInfo {
+    at::ScalarType dtype = at::kFloat;
+    std::vector<std::int64_t> sizes;
+  };
+  TensorInfo info(const PickleValue& v) const;
+  // The block [offsets, offsets + sizes) of that tensor, reading only the bytes of its storage from
+  // the block's first element to its last (a part of a saved chunk costs its part of the I/O).
+  at::Tensor block(const PickleValue& v, const std::vector<std::int64_t>& offsets,
+                   const std::vector<std::int64_t>& sizes) const;
 
  private:
+  struct View;
+  View view(const PickleValue& v) const;
   TorchSaveArchive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> input, std::string where);
   struct Impl;
   std::unique_ptr<Impl> impl_;

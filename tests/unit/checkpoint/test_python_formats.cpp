@@ -118,6 +118,40 @@ TEST(TorchSave, ReadsEveryTensorAsPythonSavedIt) {
   }
 }
 
+// Every block of every tensor (views of shared storages, offsets, strides included), read from its
+// span of the storage alone, is that block of what Python saved; a block outside is refused.
+TEST(TorchSave, ReadsBlocksFromTheirSpanAlone) {
+  const TorchSaveArchive archive((reference() / "tensors.pt").string());
+  std::ifstream in(reference() / "tensors.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  for (const auto& [name, want] : expected.items()) {
+    SCOPED_TRACE(name);
+    const PickleValue& value = *archive.root().find(name);
+    const auto shape = want.at("shape").get<std::vector<std::int64_t>>();
+    EXPECT_EQ(archive.info(value).sizes, shape);
+    const at::Tensor whole =
+        at::tensor(want.at("values").get<std::vector<double>>(), at::kDouble).reshape(shape);
+    // Each dimension's every [begin, end): blocks that start, end and sit inside the tensor.
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      for (std::int64_t begin = 0; begin < shape[d]; ++begin) {
+        for (std::int64_t end = begin + 1; end <= shape[d]; ++end) {
+          std::vector<std::int64_t> offsets(shape.size(), 0), sizes = shape;
+          offsets[d] = begin;
+          sizes[d] = end - begin;
+          const at::Tensor got = archive.block(value, offsets, sizes);
+          EXPECT_TRUE(at::equal(got.to(at::kDouble), whole.narrow(static_cast<std::int64_t>(d), begin, end - begin)))
+              << d << " [" << begin << ", " << end << ")";
+        }
+      }
+    }
+    if (!shape.empty()) {
+      std::vector<std::int64_t> offsets(shape.size(), 0), sizes = shape;
+      offsets[0] = 1;
+      testing::expect_contains(testing::error_of([&] { archive.block(value, offsets, sizes); }), {"is outside the tensor"});
+    }
+  }
+}
+
 TEST(TorchSave, HostileArchivesAreRefusedNamingTheFile) {
   testing::TempDir dir("torch_save");
   const std::string good = file_bytes(reference() / "tensors.pt");
@@ -130,7 +164,10 @@ TEST(TorchSave, HostileArchivesAreRefusedNamingTheFile) {
     const std::string path = write("cut.pt", good.substr(0, n));
     const std::string message = testing::error_of([&] {
       const TorchSaveArchive archive(path);
-      for (const auto& [k, v] : archive.root().entries) archive.tensor(*v);
+      for (const auto& [k, v] : archive.root().entries) {
+        archive.tensor(*v);
+        archive.block(*v, std::vector<std::int64_t>(archive.info(*v).sizes.size(), 0), archive.info(*v).sizes);
+      }
     });
     EXPECT_NE(message.find(path), std::string::npos) << n << ": " << message;
   }

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "megatron/checkpoint/pickle.h"
+#include "megatron/core/check.h"
 #include "megatron/core/strings.h"
 
 namespace megatron::checkpoint {
@@ -48,8 +49,9 @@ std::string big_int_repr(const std::string& bytes) {
     }
     decimal.insert(decimal.begin(), static_cast<char>('0' + remainder));
   }
-  if (decimal.empty()) decimal = "0";
-  return negative ? "-" + decimal : decimal;
+  if (decimal.empty()) decimal.push_back('0');
+  if (negative) decimal.insert(decimal.begin(), '-');
+  return decimal;
 }
 
 std::string join_repr(const std::vector<PickleRef>& items, int depth) {
@@ -114,19 +116,19 @@ std::string PickleValue::repr(int depth) const {
     case Kind::kFloat: return python_float_repr(real);
     case Kind::kString: return python_repr(text);
     case Kind::kBytes: return bytes_repr(text);
-    case Kind::kList: return "[" + join_repr(items, depth) + "]";
-    case Kind::kTuple: return "(" + join_repr(items, depth) + (items.size() == 1 ? ",)" : ")");
-    case Kind::kDict: return "{" + entries_repr(entries, depth) + "}";
-    case Kind::kSet: return "set([" + join_repr(items, depth) + "])";
-    case Kind::kFrozenSet: return "frozenset([" + join_repr(items, depth) + "])";
+    case Kind::kList: return str_cat("[", join_repr(items, depth), "]");
+    case Kind::kTuple: return str_cat("(", join_repr(items, depth), items.size() == 1 ? ",)" : ")");
+    case Kind::kDict: return str_cat("{", entries_repr(entries, depth), "}");
+    case Kind::kSet: return str_cat("set([", join_repr(items, depth), "])");
+    case Kind::kFrozenSet: return str_cat("frozenset([", join_repr(items, depth), "])");
     case Kind::kGlobal: return text;
-    case Kind::kPersistentId: return "persistent_load(" + join_repr(items, depth) + ")";
+    case Kind::kPersistentId: return str_cat("persistent_load(", join_repr(items, depth), ")");
     case Kind::kObject: {
-      std::string out = (callable ? callable->repr(depth) : std::string("?")) + "(" +
-                        (args ? join_repr(args->items, depth) : std::string()) + ")";
-      if (!items.empty()) out += "[" + join_repr(items, depth) + "]";
-      if (!entries.empty()) out += "{" + entries_repr(entries, depth) + "}";
-      if (state) out += ".__setstate__(" + state->repr(depth) + ")";
+      std::string out = str_cat(callable ? callable->repr(depth) : std::string("?"), "(",
+                                args ? join_repr(args->items, depth) : std::string(), ")");
+      if (!items.empty()) out += str_cat("[", join_repr(items, depth), "]");
+      if (!entries.empty()) out += str_cat("{", entries_repr(entries, depth), "}");
+      if (state) out += str_cat(".__setstate__(", state->repr(depth), ")");
       return out;
     }
   }

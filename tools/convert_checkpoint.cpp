@@ -7,10 +7,16 @@
 //   checkpoint for --target-tensor-parallel-size x --target-pipeline-parallel-size (x
 //   --target-expert-parallel-size for a mixture of experts); the matching megatron_train command
 //   line is printed.
+//   --loader megatron --saver megatron: a checkpoint (this build's or Megatron-Core's torch_dist) is
+//   written again for the target layout, with its iteration, counters and scheduler (no optimizer
+//   state).
+//   --ckpt-format (with --saver megatron): megatron_cpp, this build's own format (the default), or
+//   torch_dist, Megatron-Core's, which Megatron's load_checkpoint reads.
 // Long flags may be abbreviated, as argparse allows.
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -25,6 +31,7 @@
 #include "megatron/interop/hf_shard_size.h"
 #include "megatron/interop/huggingface.h"
 #include "megatron/interop/loaded_model.h"
+#include "megatron/interop/model_checkpoint.h"
 #include "megatron/tokenizer/tokenizer.h"
 
 namespace {
@@ -33,11 +40,18 @@ namespace {
 struct ConvertOptions {
   std::string model_type = "GPT", loader, saver, load_dir, save_dir, vocab_file, merge_file, tokenizer_model;
   std::string dtype = "float32";
+  std::string ckpt_format = "megatron_cpp";
   std::string max_shard = "5GB";
   std::optional<std::int64_t> iteration;  // --ckpt-iteration
   int target_tp = 1, target_pp = 1, target_ep = 1;
   bool from_hf() const { return loader == "hf" && saver == "megatron"; }
   bool to_hf() const { return loader == "megatron" && saver == "hf"; }
+  bool resave() const { return loader == "megatron" && saver == "megatron"; }
+  megatron::interop::CheckpointTarget target() const {
+    return {target_tp, target_pp, target_ep,
+            ckpt_format == "torch_dist" ? megatron::checkpoint::CheckpointFormat::kTorchDist
+                                        : megatron::checkpoint::CheckpointFormat::kNative};
+  }
   megatron::tokenizer::TokenizerChoice tokenizer() const { return {vocab_file, merge_file, tokenizer_model}; }
 };
 
@@ -46,18 +60,24 @@ struct ConvertOptions {
 std::vector<std::string> check(const ConvertOptions& o, const CLI::App& app) {
   std::vector<std::string> problems;
   if (o.model_type != "GPT") problems.push_back("--model-type " + o.model_type + ": only GPT is supported");
-  if (!o.to_hf() && !o.from_hf()) {
+  if (!o.to_hf() && !o.from_hf() && !o.resave()) {
     problems.push_back("--loader " + o.loader + " --saver " + o.saver +
-                       ": supported are --loader megatron --saver hf and --loader hf --saver megatron");
+                       ": supported are --loader megatron or hf with --saver megatron or hf (not hf to hf)");
   }
+  if (o.ckpt_format != "megatron_cpp" && o.ckpt_format != "torch_dist") {
+    problems.push_back("--ckpt-format " + o.ckpt_format + ": expected torch_dist or megatron_cpp" +
+                       (o.ckpt_format == "torch" ? " (Megatron's legacy torch format is not written yet)" : ""));
+  }
+  if (o.to_hf() && app.count("--ckpt-format") > 0) problems.push_back("--ckpt-format: only for --saver megatron");
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   for (const char* flag :
        {"--target-tensor-parallel-size", "--target-pipeline-parallel-size", "--target-expert-parallel-size"}) {
     if (o.to_hf() && given(flag)) problems.push_back(std::string(flag) + ": only for --saver megatron");
   }
-  for (const char* flag : {"--ckpt-iteration", "--hf-dtype", "--max-shard-size"}) {
-    if (o.from_hf() && given(flag)) problems.push_back(std::string(flag) + ": only for --loader megatron --saver hf");
+  for (const char* flag : {"--hf-dtype", "--max-shard-size"}) {
+    if (!o.to_hf() && given(flag)) problems.push_back(std::string(flag) + ": only for --loader megatron --saver hf");
   }
+  if (o.from_hf() && given("--ckpt-iteration")) problems.push_back("--ckpt-iteration: only for --loader megatron");
   if (o.target_tp < 1) problems.push_back("--target-tensor-parallel-size must be >= 1");
   if (o.target_pp < 1) problems.push_back("--target-pipeline-parallel-size must be >= 1");
   if (o.target_ep < 1) problems.push_back("--target-expert-parallel-size must be >= 1");
@@ -71,8 +91,8 @@ std::vector<std::string> check(const ConvertOptions& o, const CLI::App& app) {
 // (each word quoted as a shell needs).
 void import_from_hf(const ConvertOptions& o) {
   const auto tokenizer = megatron::interop::hf_folder_tokenizer(o.load_dir, o.tokenizer());
-  const megatron::interop::HfImport imported =
-      megatron::interop::import_hf(o.load_dir, o.save_dir, o.target_tp, o.target_pp, o.target_ep, tokenizer);
+  const megatron::interop::HfImport imported = megatron::interop::import_hf(
+      o.load_dir, o.save_dir, o.target_tp, o.target_pp, o.target_ep, tokenizer, o.target().format);
   for (const auto& note : imported.notes) std::printf("note: %s\n", note.c_str());
   std::vector<std::string> words = imported.model_flags;
   const std::vector<std::string> tokenizer_flags = tokenizer.flags();
@@ -112,9 +132,36 @@ void export_to_hf(const ConvertOptions& o) {
               o.save_dir.c_str(), megatron::interop::hf_architecture(family), o.dtype.c_str());
 }
 
+// --loader megatron --saver megatron: the checkpoint in one process, written for the target layout
+// and format with its counters, scheduler, run record and tokenizer copies.
+void resave(const ConvertOptions& o) {
+  megatron::interop::LoadedModel loaded = megatron::interop::load_model(o.load_dir, o.iteration);
+  megatron::checkpoint::CheckpointState common = loaded.saved;
+  megatron::checkpoint::SavedRun run = loaded.run;
+  run.pipeline = {loaded.config.num_layers, 1, std::nullopt, std::nullopt, std::nullopt};
+  common.config = run.to_json();
+  const auto copies = std::filesystem::path(megatron::checkpoint::iteration_folder(o.load_dir, loaded.iteration)) /
+                      megatron::checkpoint::kTokenizerFolder;
+  if (std::filesystem::is_directory(copies)) {
+    auto files = std::make_shared<megatron::checkpoint::AssetFiles>();
+    for (const auto& entry : std::filesystem::directory_iterator(copies)) {
+      if (!entry.is_regular_file()) continue;
+      files->emplace_back(entry.path().filename().string(),
+                          megatron::read_text_file(entry.path().string(), "the checkpoint's tokenizer copy"));
+    }
+    common.tokenizer_files = std::move(files);
+  }
+  megatron::interop::write_model_checkpoint(o.save_dir, *loaded.model, common, o.target());
+  std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in %s format "
+              "for tensor-parallel %d x pipeline-parallel %d%s, model, counters and scheduler (no optimizer state)\n",
+              o.load_dir.c_str(), static_cast<long long>(loaded.iteration), loaded.saved_tp, loaded.saved_pp,
+              o.save_dir.c_str(), o.ckpt_format.c_str(), o.target_tp, o.target_pp,
+              o.target_ep > 1 ? (" x expert-parallel " + std::to_string(o.target_ep)).c_str() : "");
+}
+
 int run(int argc, char** argv) {
   megatron::install_temp_file_cleanup();  // SIGINT/SIGTERM/SIGHUP remove the half-written folder
-  CLI::App app{"Convert GPT checkpoints between megatron-cpp and HuggingFace", "convert_checkpoint"};
+  CLI::App app{"Convert GPT checkpoints between megatron-cpp, Megatron-Core torch_dist and HuggingFace", "convert_checkpoint"};
   app.allow_extras();
   ConvertOptions o;
   std::int64_t iteration = 0;
@@ -138,6 +185,9 @@ int run(int argc, char** argv) {
                  "--loader hf: a folder with tokenizer.json (default: the HF folder's own tokenizer files); "
                  "--loader megatron: the file or folder of a tokenizer other than GPT-2's (default: the checkpoint's "
                  "copy, else the saved run's)");
+  app.add_option("--ckpt-format", o.ckpt_format,
+                 "--saver megatron: megatron_cpp (this build's format) or torch_dist (Megatron-Core's)")
+      ->capture_default_str();
   app.add_option("--hf-dtype", o.dtype, "Weights' type in the HF files: float32, bfloat16 or float16")
       ->capture_default_str();
   app.add_option("--max-shard-size", o.max_shard, "Split model.safetensors past this size (with an index)")
@@ -164,6 +214,8 @@ int run(int argc, char** argv) {
   }
   if (o.from_hf()) {
     import_from_hf(o);
+  } else if (o.resave()) {
+    resave(o);
   } else {
     export_to_hf(o);
   }

@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "megatron/checkpoint/shard_name.h"
+#include "megatron/checkpoint/torch_dist.h"
+#include "megatron/core/strings.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "checkpoint_files.h"
@@ -64,7 +67,10 @@ void publish_folder(const std::string& from, const std::string& to) {
   fs::rename(from, to);
 }
 
-// Everything below runs on every rank; `comm` operations are collective over `group`.
+}  // namespace
+
+namespace detail {
+
 std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& mine, const parallel::ProcessGroup& group,
                                             parallel::Communicator& comm) {
   at::Tensor in = at::tensor(mine, at::kLong);
@@ -72,10 +78,6 @@ std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& min
   comm.all_gather(out, in, group).wait();
   return std::vector<std::int64_t>(out.data_ptr<std::int64_t>(), out.data_ptr<std::int64_t>() + out.numel());
 }
-
-}  // namespace
-
-namespace detail {
 
 void write_tokenizer_files(const std::string& iteration_dir, const CheckpointState& state) {
   if (!state.tokenizer_files || state.tokenizer_files->empty()) return;
@@ -97,6 +99,7 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
   save.iteration = state.iteration;
   save.writer = writer;
   save.leader = leader;
+  save.world_rank = world.rank();
   save.final_dir = iteration_folder(root, state.iteration);
   // Rank 0 names and creates the temporary folder; the others learn its pid.
   std::string error;
@@ -149,6 +152,11 @@ void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
   const fs::path dir = fs::path(save.temp_dir) / save.writer.shard;
   try {
     if (save.leader) write_tokenizer_files(save.temp_dir, state);
+    if (save.writer.torch_dist) {
+      save.torch_dist_entries = write_torch_dist_shard(save.temp_dir, str_cat("__", save.world_rank, "_0.distcp"),
+                                                       state.model, *save.writer.torch_dist);
+      return;
+    }
     std::error_code ec;
     fs::create_directories(dir, ec);
     MEGATRON_CHECK(!ec, "cannot create ", dir.string(), " (", ec.message(), ")");
@@ -201,8 +209,9 @@ void write_shard_meta(const SaveInProgress& save, const parallel::ProcessGroup& 
 // Rank 0, once every rank wrote its part: every shard folder there, the folder renamed into
 // place, then the tracker.
 void publish_save(SaveInProgress& save, const parallel::ParallelState& ps) {
-  // Every model-parallel shard must be in the folder this rank renames (a shared --save).
-  for (const std::string& shard : ShardName::all(ps)) {
+  // Every model-parallel shard must be in the folder this rank renames (a shared --save); a
+  // torch_dist save checked its files when it wrote the metadata.
+  for (const std::string& shard : save.writer.torch_dist ? std::vector<std::string>{} : ShardName::all(ps)) {
     MEGATRON_CHECK(fs::exists(fs::path(save.temp_dir) / shard / kMetaFile), "checkpoint save at iteration ",
                    save.iteration, ": ", shard, "/", kMetaFile, ", written by another rank, is not in ", save.temp_dir,
                    " as rank 0 sees it; --save must be a folder every rank sees (a shared file system)");
@@ -230,18 +239,22 @@ void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc) {
   const ShardWriter& writer = save.writer;
   std::string error = save.error;
 
-  // The model writer of each shard collects the optimizer files' digests of its DP x CP group (the
-  // distributed optimizer's shards).
-  const parallel::ProcessGroup& writers = writer.group != nullptr ? *writer.group : *pc.dp_cp;
-  const auto digests = all_gather_values({save.writes_optimizer ? 1 : 0,
-                                          static_cast<std::int64_t>(save.optimizer_digest.size),
-                                          save.optimizer_digest.crc32},
-                                         writers, comm);
-  if (writer.model && error.empty()) {
-    try {
-      write_shard_meta(save, writers, digests, world);
-    } catch (const std::exception& e) {  // not only ours: every rank must reach the all-gather below
-      error = e.what();
+  if (writer.torch_dist) {
+    error = commit_torch_dist_metadata(save, pc);
+  } else {
+    // The model writer of each shard collects the optimizer files' digests of its DP x CP group (the
+    // distributed optimizer's shards).
+    const parallel::ProcessGroup& writers = writer.group != nullptr ? *writer.group : *pc.dp_cp;
+    const auto digests = all_gather_values({save.writes_optimizer ? 1 : 0,
+                                            static_cast<std::int64_t>(save.optimizer_digest.size),
+                                            save.optimizer_digest.crc32},
+                                           writers, comm);
+    if (writer.model && error.empty()) {
+      try {
+        write_shard_meta(save, writers, digests, world);
+      } catch (const std::exception& e) {  // not only ours: every rank must reach the all-gather below
+        error = e.what();
+      }
     }
   }
 
@@ -282,8 +295,8 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
   detail::commit_save(save, pc);
 }
 
-void save_model_shards(const std::string& root, const CheckpointState& common,
-                       const std::vector<std::pair<std::string, NamedTensors>>& shards, int ep) {
+void write_new_checkpoint(const std::string& root, const CheckpointState& common,
+                          const std::function<void(const std::string& folder)>& fill) {
   // The folder is this converter's alone while it writes: a training run saving there (or another
   // converter) holds its lock; what killed converters left behind goes first.
   const auto lock = lock_save_folder(root);
@@ -296,16 +309,7 @@ void save_model_shards(const std::string& root, const CheckpointState& common,
   MEGATRON_CHECK(!ec, root, ": cannot list the folder (", ec.message(), ")");
   const std::string final_dir = iteration_folder(root, common.iteration);
   TemporaryFolder temp(final_dir + ".tmp." + std::to_string(::getpid()));
-  for (const auto& [shard, tensors] : shards) {
-    const fs::path dir = fs::path(temp.path()) / shard;
-    fs::create_directories(dir);
-    ShardWriter writer;
-    writer.shard = shard;
-    writer.ep = ep;
-    nlohmann::json meta = detail::meta_without_files(common, writer);
-    meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
-    write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
-  }
+  fill(temp.path());
   detail::write_tokenizer_files(temp.path(), common);
   fsync_folder(temp.path());
   temp.release();  // as in commit_save: out of the signal handler's reach before the rename
@@ -314,6 +318,22 @@ void save_model_shards(const std::string& root, const CheckpointState& common,
   MEGATRON_CHECK(!megatron::detail::signal_cleanup_started(), "a signal arrived while ", final_dir,
                  " was committed; no tracker was written");
   write_text_atomically((fs::path(root) / kTrackerFile).string(), std::to_string(common.iteration));
+}
+
+void save_model_shards(const std::string& root, const CheckpointState& common,
+                       const std::vector<std::pair<std::string, NamedTensors>>& shards, int ep) {
+  write_new_checkpoint(root, common, [&](const std::string& folder) {
+    for (const auto& [shard, tensors] : shards) {
+      const fs::path dir = fs::path(folder) / shard;
+      fs::create_directories(dir);
+      ShardWriter writer;
+      writer.shard = shard;
+      writer.ep = ep;
+      nlohmann::json meta = detail::meta_without_files(common, writer);
+      meta["files"] = {{kModelFile, digest_json(write_safetensors((dir / kModelFile).string(), tensors))}};
+      write_text_atomically((dir / kMetaFile).string(), meta.dump(2) + "\n");
+    }
+  });
 }
 
 void save_checkpoint(const std::string& root, const CheckpointState& state, const std::string& shard) {

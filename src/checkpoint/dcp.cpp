@@ -60,15 +60,9 @@ class MetadataReader {
     const PickleValue* dtype = state && state->kind == Kind::kTuple && !state->items.empty() ? state->items[0].get()
                                                                                             : properties.find("dtype");
     MEGATRON_CHECK(dtype && dtype->kind == Kind::kGlobal, where_, ": a tensor's properties name no dtype");
-    static const std::map<std::string, at::ScalarType> types = {
-        {"torch.float32", at::kFloat}, {"torch.float", at::kFloat},   {"torch.float64", at::kDouble},
-        {"torch.double", at::kDouble}, {"torch.float16", at::kHalf},  {"torch.half", at::kHalf},
-        {"torch.bfloat16", at::kBFloat16}, {"torch.int64", at::kLong}, {"torch.long", at::kLong},
-        {"torch.int32", at::kInt},     {"torch.int", at::kInt},       {"torch.int16", at::kShort},
-        {"torch.int8", at::kChar},     {"torch.uint8", at::kByte},    {"torch.bool", at::kBool}};
-    const auto it = types.find(dtype->text);
-    MEGATRON_CHECK(it != types.end(), where_, ": dtype ", dtype->text, " is not read");
-    return it->second;
+    const auto type = dtype_of_global(dtype->text);
+    MEGATRON_CHECK(type.has_value(), where_, ": dtype ", dtype->text, " is not read");
+    return *type;
   }
 
  private:

@@ -363,7 +363,9 @@ void Machine::step_objects(unsigned char op, std::size_t at) {
     case 'R': case 0x81: {                                       // REDUCE, NEWOBJ
       PickleRef args = pop(at);
       PickleRef callable = pop(at);
-      stack_.push_back(plain_value(object(std::move(callable), std::move(args), at)));
+      PickleRef o = object(std::move(callable), std::move(args), at);
+      o->constructed = op == 0x81;
+      stack_.push_back(plain_value(std::move(o)));
       return;
     }
     case 0x92: {                                                 // NEWOBJ_EX: cls, args, kwargs
@@ -371,6 +373,7 @@ void Machine::step_objects(unsigned char op, std::size_t at) {
       PickleRef args = pop(at);
       PickleRef callable = pop(at);
       PickleRef o = object(std::move(callable), std::move(args), at);
+      o->constructed = true;
       if (kwargs->kind == Kind::kDict && !kwargs->entries.empty()) o->state = kwargs;
       stack_.push_back(std::move(o));
       return;

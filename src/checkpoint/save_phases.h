@@ -8,6 +8,7 @@
 #include <string>
 
 #include "megatron/checkpoint/checkpoint.h"
+#include "megatron/checkpoint/dcp.h"
 #include "megatron/core/file_io.h"
 
 namespace megatron::checkpoint::detail {
@@ -26,6 +27,8 @@ struct SaveInProgress {
   nlohmann::json files = nlohmann::json::object();  // this rank's model/RNG digests
   FileDigest optimizer_digest;
   std::string error;  // this rank's failure, reported by commit_save on every rank
+  int world_rank = 0;
+  std::vector<DcpEntry> torch_dist_entries;  // a torch_dist save: the items this rank wrote
 };
 
 // Writes and fsyncs state.tokenizer_files into <iteration_dir>/tokenizer/ (nothing when there are none).
@@ -38,6 +41,14 @@ SaveInProgress begin_save(const std::string& root, const CheckpointState& state,
 // Local (no communication, any thread): writes and fsyncs this rank's files; errors go into
 // save.error.
 void write_files(SaveInProgress& save, const CheckpointState& state) noexcept;
+// Collective over `group`: every rank's `mine` (the same count on each), concatenated in rank order.
+std::vector<std::int64_t> all_gather_values(const std::vector<std::int64_t>& mine, const parallel::ProcessGroup& group,
+                                            parallel::Communicator& comm);
+// Collective over the world, a torch_dist save's part of commit_save: every rank's items go to rank
+// 0, which checks their files are in the folder as it sees it and writes the metadata and common
+// state (write_torch_dist_common). Returns this rank's error ("" when none; rank 0's own, or the
+// one it was given in save.error).
+std::string commit_torch_dist_metadata(SaveInProgress& save, const parallel::ParallelContext& pc);
 // Collective over the world: meta.json, the all-ranks-succeeded check, rank 0's rename and the
 // tracker. Throws on every rank when any rank failed.
 void commit_save(SaveInProgress& save, const parallel::ParallelContext& pc);

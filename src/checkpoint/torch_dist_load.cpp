@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Kind = PickleValue::Kind;
 
-constexpr const char* kCommonFile = "common.pt";        // Megatron-Core up to about 0.14
 constexpr const char* kCommonItem = "common_state";     // later: a bytes item of the DCP folder
 
 // A pickled value as JSON: None, bools, numbers, strings, and lists, tuples and str-keyed dicts of
@@ -55,7 +54,7 @@ json plain_json(const PickleValue& v, int depth = 0) {
 class CommonState {
  public:
   explicit CommonState(const std::string& folder) {
-    const std::string file = (fs::path(folder) / kCommonFile).string();
+    const std::string file = (fs::path(folder) / kTorchDistCommonFile).string();
     if (fs::exists(file)) {
       archive_.emplace(file);
     } else {
@@ -66,7 +65,7 @@ class CommonState {
           break;
         }
       }
-      MEGATRON_CHECK(archive_.has_value(), "checkpoint ", folder, " has neither ", kCommonFile, " nor a ", kCommonItem,
+      MEGATRON_CHECK(archive_.has_value(), "checkpoint ", folder, " has neither ", kTorchDistCommonFile, " nor a ", kCommonItem,
                      " item: it is partial, or not written by Megatron-Core");
     }
     MEGATRON_CHECK(root().kind == Kind::kDict, archive_->where(), ": the common state is a ", root().kind_name(),
@@ -130,8 +129,18 @@ TorchDistRun read_torch_dist_run(const std::string& root, std::int64_t iteration
     state.scheduler = plain_json(*scheduler);
     state.scheduler_num_steps = integer_or(state.scheduler, "num_steps", 0);
   }
-  const SavedRun run = SavedRun::from_megatron_args(out.args, common.where());
-  state.config = run.to_json();
+  // A checkpoint written here carries the run's own record; Megatron's describe the run by its args.
+  const auto record = out.args.find(kRunRecordArg);
+  if (record != out.args.end() && record->is_string()) {
+    try {
+      state.config = json::parse(record->get<std::string>());
+    } catch (const json::exception& e) {
+      MEGATRON_FAIL(common.where(), ": args.", kRunRecordArg, " is not JSON (", e.what(), ")");
+    }
+    SavedRun::from_json(state.config, common.where());  // throws naming the file if it is not a record
+  } else {
+    state.config = SavedRun::from_megatron_args(out.args, common.where()).to_json();
+  }
   SavedLayout& layout = out.layout;
   layout.format = CheckpointFormat::kTorchDist;
   layout.tp = static_cast<int>(integer_or(out.args, "tensor_model_parallel_size", 1));

@@ -12,6 +12,10 @@
 
 namespace megatron::checkpoint {
 
+// This build's own record of the run (SavedRun's JSON, as text) among the Megatron args it writes:
+// read back exactly here; to Megatron an attribute it does not know.
+inline constexpr const char* kRunRecordArg = "megatron_cpp_run";
+
 struct TorchDistKey {
   std::string key;
   std::optional<int> layer;  // the block of the leading layer axis; none: not a layer's tensor

@@ -83,6 +83,42 @@ const std::map<std::string, at::ScalarType>& storage_types() {
   return types;
 }
 
+// torch's dtypes by their names in pickles, the canonical name first.
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_globals() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> types = {
+      {"torch.float32", at::kFloat}, {"torch.float", at::kFloat},   {"torch.float64", at::kDouble},
+      {"torch.double", at::kDouble}, {"torch.float16", at::kHalf},  {"torch.half", at::kHalf},
+      {"torch.bfloat16", at::kBFloat16}, {"torch.int64", at::kLong}, {"torch.long", at::kLong},
+      {"torch.int32", at::kInt},     {"torch.int", at::kInt},       {"torch.int16", at::kShort},
+      {"torch.int8", at::kChar},     {"torch.uint8", at::kByte},    {"torch.bool", at::kBool}};
+  return types;
+}
+
+}  // namespace
+
+std::string dtype_global(at::ScalarType dtype) {
+  for (const auto& [name, type] : dtype_globals()) {
+    if (type == dtype) return name;
+  }
+  MEGATRON_FAIL("no torch dtype name for ", at::toString(dtype), " tensors");
+}
+
+std::optional<at::ScalarType> dtype_of_global(const std::string& name) {
+  for (const auto& [n, type] : dtype_globals()) {
+    if (n == name) return type;
+  }
+  return std::nullopt;
+}
+
+std::string storage_class(at::ScalarType dtype) {
+  for (const auto& [name, type] : storage_types()) {
+    if (type == dtype) return name;
+  }
+  MEGATRON_FAIL("torch.save has no storage class for ", at::toString(dtype), " tensors");
+}
+
+namespace {
+
 std::vector<std::int64_t> int_tuple(const PickleValue& v, const std::string& where, const char* what) {
   MEGATRON_CHECK(v.kind == Kind::kTuple || v.kind == Kind::kList || v.class_name() == "torch.Size", where, ": a tensor's ",
                  what, " is a ", v.kind_name(), ", not a tuple");

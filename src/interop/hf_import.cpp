@@ -7,10 +7,10 @@
 #include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/checkpoint/saved_run.h"
-#include "megatron/checkpoint/shard_name.h"
 #include "megatron/core/check.h"
 #include "megatron/core/file_io.h"
 #include "megatron/interop/huggingface.h"
+#include "megatron/interop/model_checkpoint.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/parallel_state.h"
 #include "megatron/parallel/pipeline_layout.h"
@@ -118,7 +118,7 @@ tokenizer::TokenizerOptions hf_folder_tokenizer(const std::string& hf_dir, const
 }
 
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp, int ep,
-                   const tokenizer::TokenizerOptions& tokenizer_options) {
+                   const tokenizer::TokenizerOptions& tokenizer_options, checkpoint::CheckpointFormat format) {
   const fs::path dir(hf_dir);
   const std::string config_path = (dir / "config.json").string();
   nlohmann::json hf;
@@ -189,34 +189,6 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   const model::GptModel model(config, pc, parallel::ParameterInit::loaded_later());
   checkpoint::load_parameters(model.named_parameters(), full, hf_dir);
 
-  // Each TP x PP (x EP) rank's shard under the names its stage gives it: the dense parameters' TP
-  // shards in every EP rank's folder, the experts' only in their own.
-  const parallel::PipelineLayout split{config.num_layers, pp, 1, std::nullopt, std::nullopt};
-  const auto& params = model.named_parameters();
-  const auto& layouts = model.parameter_layouts();
-  std::vector<std::pair<std::string, checkpoint::NamedTensors>> shards;
-  std::vector<checkpoint::StagePlace> places;
-  for (const auto& [name, param] : params) places.push_back(checkpoint::stage_place(name, split));
-  for (int p = 0; p < pp; ++p) {
-    for (int e = 0; e < ep; ++e) {
-      for (int r = 0; r < tp; ++r) {
-        checkpoint::NamedTensors mine;
-        for (std::size_t i = 0; i < params.size(); ++i) {
-          const std::string& name = params[i].first;
-          const auto shard = [&] {
-            return parallel::shard_of_full(parallel::expert_block(params[i].second.detach(), layouts[i], e, ep),
-                                           layouts[i], r, tp);
-          };
-          if (places[i].stage == p) mine.emplace_back(places[i].name, shard());
-          // Tied embeddings over several stages: the last one keeps its own copy as the output layer.
-          if (tied && pp > 1 && p == pp - 1 && name == "embedding.word_embeddings.weight") {
-            mine.emplace_back("output_layer.weight", shard());
-          }
-        }
-        shards.emplace_back(checkpoint::ShardName{r, p, pp, e, ep}.str(), std::move(mine));
-      }
-    }
-  }
   checkpoint::CheckpointState common;
   common.iteration = 0;
   // What --load and the single-process tools read: the model, its layer split, the tokenizer.
@@ -228,7 +200,7 @@ HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int t
   common.config = run.to_json();
   // The checkpoint carries copies of the tokenizer's files, as a trained one does.
   common.tokenizer_files = std::make_shared<const checkpoint::AssetFiles>(tokenizer::read_tokenizer_files(tokenizer_options));
-  checkpoint::save_model_shards(save_dir, common, shards, ep);
+  write_model_checkpoint(save_dir, model, common, {tp, pp, ep, format});
   return result;
 }
 

@@ -49,13 +49,15 @@ LoadedModel load_model(const std::string& root, std::optional<std::int64_t> iter
   const parallel::NamedTensors tensors = out.model->checkpoint_tensors();
   const auto layouts = out.model->checkpoint_layouts();
   const checkpoint::ReshardTarget whole{tensors, layouts, 0, 1, 0, one};
-  const checkpoint::CheckpointState state =
+  checkpoint::CheckpointState state =
       saved.format == checkpoint::CheckpointFormat::kTorchDist
           ? checkpoint::load_torch_dist(root, out.iteration, whole)
           : checkpoint::load_resharded(root, out.iteration,
                                        {saved.tp, out.run.pipeline.layout(saved.pp), tied, saved.ep, saved.etp}, whole,
                                        false);
   checkpoint::load_parameters(tensors, state.model, checkpoint::iteration_folder(root, out.iteration));
+  state.model.clear();
+  out.saved = std::move(state);
   return out;
 }
 

@@ -64,6 +64,9 @@ inline constexpr std::string_view kDispatcherChoices[] = {"allgather", "alltoall
 inline constexpr std::string_view kImplementedDispatchers[] = {"allgather", "alltoall"};
 inline constexpr std::string_view kRouterDtypeChoices[] = {"fp32", "fp64"};
 inline constexpr std::string_view kImplementedRouterDtypes[] = {"fp32"};
+// Megatron's checkpoint formats, then this build's own (safetensors shards, readable by older builds).
+inline constexpr std::string_view kCkptFormatChoices[] = {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor", "megatron_cpp"};
+inline constexpr std::string_view kImplementedCkptFormats[] = {"torch_dist", "megatron_cpp"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 
 // Choices as argparse lists them in "invalid choice" messages: 'a', 'b', 'c'.
@@ -238,6 +241,7 @@ void for_each_field(A& a, F&& f) {
   f(FieldSpec{"save_tokenizer_assets", "--no-save-tokenizer-assets", K::kStoreFalse, "Do not copy the tokenizer's files into each checkpoint's tokenizer/ folder."}, c.save_tokenizer_assets);
   f(FieldSpec{"finetune", "--finetune", K::kStoreTrue, "Load weights only; start at iteration 0."}, c.finetune);
   f(FieldSpec{"async_save", "--async-save", K::kStoreTrue, "Write checkpoints from a host snapshot while training goes on; the tracker moves once every rank's files are durable."}, c.async_save);
+  f(FieldSpec{"ckpt_format", "--ckpt-format", K::kValue, "Format --save writes: megatron_cpp (this build's own, the default) or torch_dist (Megatron-Core's distributed checkpoint: the model and counters; the optimizer and RNG state not yet). --load reads either.", DumpStyle::kPlain, {kCkptFormatChoices, kImplementedCkptFormats}}, c.ckpt_format);
   f(FieldSpec{"save_retain_interval", "--save-retain-interval", K::kValue, "After each save, delete older checkpoints except multiples of this (a multiple of --save-interval)."}, c.save_retain_interval);
   f(FieldSpec{"keep_last_checkpoints", "--keep-last-checkpoints", K::kValue, "After each save, keep only the newest K checkpoints (plus --save-retain-interval multiples). Not in Megatron."}, c.keep_last_checkpoints);
 

@@ -87,7 +87,14 @@ Checkpointer::Checkpointer(const CheckpointPlan& plan, const parallel::ParallelC
       distributed_optimizer_(distributed_optimizer),
       out_(out),
       log_(out),
-      lock_(std::move(save_lock)) {}
+      lock_(std::move(save_lock)) {
+  if (plan_.save && plan_.format == checkpoint::CheckpointFormat::kTorchDist && ps_.rank() == 0 &&
+      (plan_.save_optimizer || plan_.save_rng)) {
+    log_.warning("--ckpt-format torch_dist writes the model, the counters and the scheduler in Megatron-Core's format; "
+                 "the optimizer and RNG states are not written in it yet (a resume from these checkpoints, here or in "
+                 "Megatron, needs --no-load-optim --no-load-rng, or --finetune)");
+  }
+}
 
 Checkpointer::~Checkpointer() = default;
 
@@ -116,17 +123,52 @@ void Checkpointer::save(const RunStateRefs& run, const nlohmann::json& run_confi
   state.tokenizer_files = tokenizer_files_;
   state.model = run.model;
   if (const optim::LossScaler* scaler = run.optimizer.scaler()) state.grad_scaler = scaler->state();
+  if (plan_.format == checkpoint::CheckpointFormat::kTorchDist) {
+    save(state, torch_dist_plan(run, run_config));
+    return;
+  }
   if (plan_.save_optimizer) state.optimizer = run.optimizer.state();
   if (plan_.save_rng) state.rng = {{"default", run.default_gen.get_state()}, {"model_parallel", run.model_parallel_gen.get_state()}};
   save(state);
 }
 
-void Checkpointer::save(const checkpoint::CheckpointState& state) {
+std::shared_ptr<const checkpoint::TorchDistPlan> Checkpointer::torch_dist_plan(const RunStateRefs& run,
+                                                                              const nlohmann::json& run_config) const {
+  const checkpoint::ReshardTarget target{.params = run.model,
+                                         .layouts = run.layouts,
+                                         .tp_rank = ps_.tp_rank(),
+                                         .tp = ps_.tp(),
+                                         .pp_rank = ps_.pp_rank(),
+                                         .layout = run.layout,
+                                         .ep_rank = ps_.ep_rank(),
+                                         .ep = ps_.ep(),
+                                         .etp_rank = ps_.expert_tp_rank(),
+                                         .etp = ps_.expert_tp()};
+  const auto model = checkpoint::SavedRun::from_json(run_config, "this run").model_config("this run");
+  auto plan = std::make_shared<checkpoint::TorchDistPlan>(
+      checkpoint::plan_torch_dist(target, model, pc_.checkpoint_shard->rank() == 0));
+  plan->layout = {.format = checkpoint::CheckpointFormat::kTorchDist,
+                  .tp = ps_.tp(),
+                  .pp = ps_.pp(),
+                  .ep = ps_.ep(),
+                  .etp = ps_.expert_tp(),
+                  .dp = ps_.dp(),
+                  .distributed_optimizer = distributed_optimizer_,
+                  .config = run_config};
+  return plan;
+}
+
+void Checkpointer::save(const checkpoint::CheckpointState& state,
+                        std::shared_ptr<const checkpoint::TorchDistPlan> torch_dist) {
   const std::string& root = *plan_.save;
   const bool async = plan_.async_save;
+  const bool megatron_format = plan_.format == checkpoint::CheckpointFormat::kTorchDist;
+  MEGATRON_CHECK(!megatron_format || torch_dist, "a torch_dist checkpoint save without its plan");
   out_ << "[" << timestamp_now() << "] saving checkpoint at iteration " << std::setw(7) << state.iteration << " to "
-       << root << " in megatron-cpp format" << (async ? " (async)" : "") << std::endl;
+       << root << " in " << (megatron_format ? "torch_dist" : "megatron-cpp") << " format" << (async ? " (async)" : "")
+       << std::endl;
   checkpoint::ShardWriter writer;
+  writer.torch_dist = std::move(torch_dist);
   writer.shard = checkpoint::ShardName::of(ps_).str();
   writer.distributed_optimizer = distributed_optimizer_;
   // The ranks writing into one shard folder: DP x CP, or with experts the ranks that hold the same

@@ -242,7 +242,6 @@ constexpr FlagRule kFlagRules[] = {
     {"--use-checkpoint-args", T::kRefused, "taking model arguments from a checkpoint is not implemented yet"},
     {"--use-mp-args-from-checkpoint-args", T::kRefused, "taking model arguments from a checkpoint is not implemented yet"},
     {"--exit-on-missing-checkpoint", T::kRefused, kNotYet},
-    {"--ckpt-format", T::kRefused, kCkpt},
     {"--auto-detect-ckpt-format", T::kNoted, "the format of --load is always detected here (Megatron-Core's torch_dist, or this project's own)"},
     {"--ckpt-convert-*", T::kRefused, "converting at load time is not implemented: use convert_checkpoint"},
     {"--non-persistent-*", T::kRefused, "non-persistent checkpoints are not implemented"},

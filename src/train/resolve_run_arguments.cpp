@@ -155,7 +155,8 @@ void Resolver::tokenizer_file(const std::string& type, const std::string& flag, 
 
 void Resolver::logging_and_checkpoints() {
   const auto& l = a_.logging;
-  const auto& c = a_.checkpoint;
+  auto& c = a_.checkpoint;
+  if (!c.ckpt_format) c.ckpt_format = "megatron_cpp";
   positive("--log-interval", "log_interval", l.log_interval);
   positive("--eval-interval", "eval_interval", l.eval_interval);
   at_least("--eval-iters", static_cast<double>(l.eval_iters), 0.0);

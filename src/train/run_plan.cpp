@@ -127,6 +127,7 @@ CheckpointPlan checkpoint_plan(const Arguments& args) {
                         : args.scheduler.override_opt_param_scheduler     ? optim::SavedSchedule::kOverride
                                                                            : optim::SavedSchedule::kMustMatch;
   ckpt.async_save = k.async_save;
+  ckpt.format = k.ckpt_format == "torch_dist" ? checkpoint::CheckpointFormat::kTorchDist : checkpoint::CheckpointFormat::kNative;
   ckpt.retention = checkpoint::RetentionPolicy{k.save_retain_interval, k.keep_last_checkpoints};
   return ckpt;
 }

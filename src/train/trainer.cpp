@@ -265,7 +265,8 @@ Checkpointer::LoadTarget Trainer::load_target() {
 }
 
 RunStateRefs Trainer::run_state() {
-  return {state_, *optimizer_, *scheduler_, gens_->default_gen, gens_->model_parallel_gen, model_.saved};
+  return {state_, *optimizer_, *scheduler_, gens_->default_gen, gens_->model_parallel_gen, model_.saved,
+          model_.saved_layouts, layout_};
 }
 
 // --num-workers N on a GPU rank: a thread keeps 2N micro-batches ready (PyTorch's DataLoader

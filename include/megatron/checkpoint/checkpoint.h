@@ -20,6 +20,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -60,6 +61,8 @@ struct CheckpointState {
   std::vector<NamedTensors> optimizer_parts;
 };
 
+struct TorchDistPlan;  // torch_dist.h
+
 // Which files this rank writes into its shard folder. Under expert parallelism each EP rank has
 // folders of its own (mp_rank_TT[_PPP]_EEE) and their writers are the ranks sharing the folder
 // (ParallelState::checkpoint_shard_group; the expert-data-parallel group when the experts' TP size
@@ -81,6 +84,10 @@ struct ShardWriter {
   // The ranks writing into this shard folder: DP x CP, or the expert-data-parallel group under
   // expert parallelism. Null: the context's DP x CP group.
   const parallel::ProcessGroup* group = nullptr;
+  // Set: the checkpoint is Megatron-Core's torch_dist (--ckpt-format torch_dist), this rank's part
+  // of the model as the plan says (every rank writes its items into __<world rank>_0.distcp, rank 0
+  // the metadata and common state); no shard folders, and no optimizer or RNG state yet.
+  std::shared_ptr<const TorchDistPlan> torch_dist;
 };
 
 // "<root>/iter_0000100".
@@ -103,6 +110,12 @@ void save_checkpoint(const std::string& root, const CheckpointState& state, cons
 // parallel size (their names mp_rank_TT[_PPP]_EEE), recorded in meta.json.
 void save_model_shards(const std::string& root, const CheckpointState& common,
                        const std::vector<std::pair<std::string, NamedTensors>>& shards, int ep = 1);
+
+// What save_model_shards does around the files: `fill` writes the checkpoint's files into the
+// temporary folder it is given (the tokenizer's copies are added after), which is then renamed into
+// place, then the tracker.
+void write_new_checkpoint(const std::string& root, const CheckpointState& common,
+                          const std::function<void(const std::string& folder)>& fill);
 
 // Creates <root> and locks <root>/.lock against a second run saving there (held until the
 // returned lock is destroyed or the process ends); throws naming the process holding it.

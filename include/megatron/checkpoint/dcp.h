@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -55,5 +57,44 @@ class DcpCheckpoint {
   std::map<std::string, DcpTensor> tensors_;
   std::map<std::string, DcpItem> bytes_;
 };
+
+// Writing a DCP folder as torch.distributed.checkpoint's FileSystemWriter does (TORCH_SAVE items):
+// each writer puts its items into a file of its own (DcpFileWriter), then one process writes the
+// `.metadata` naming every item of every file (write_dcp_metadata).
+
+// One item a writer wrote: a chunk of a global tensor, or a bytes item.
+struct DcpEntry {
+  std::string key;
+  bool is_bytes = false;
+  at::ScalarType dtype = at::kFloat;               // a chunk's
+  std::vector<std::int64_t> size, offsets, sizes;  // the global shape; where the chunk lies in it
+  DcpItem item;
+  // For gathering the entries of every rank: JSON and back (from_json throws on a malformed one).
+  nlohmann::json to_json() const;
+  static DcpEntry from_json(const nlohmann::json& j);
+};
+
+class DcpFileWriter {
+ public:
+  // Creates <folder>/<file> under a temporary name (AtomicFile, streaming: O_DIRECT).
+  DcpFileWriter(const std::string& folder, std::string file);
+  ~DcpFileWriter();
+  // A chunk: `chunk` is the block at `offsets` of the global tensor `key` of shape `size` (a
+  // torch.save archive of the tensor).
+  void add_tensor(const std::string& key, std::vector<std::int64_t> size, std::vector<std::int64_t> offsets,
+                  const at::Tensor& chunk);
+  // A bytes item: `bytes` as they are (an io.BytesIO's value).
+  void add_bytes(const std::string& key, const std::string& bytes);
+  // fsyncs the file and renames it into place; the entries it holds.
+  std::vector<DcpEntry> commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// <folder>/.metadata for `entries` (every file's), written atomically. Throws naming a key whose
+// chunks disagree on its dtype or global shape, or that is both a tensor and a bytes item.
+void write_dcp_metadata(const std::string& folder, const std::vector<DcpEntry>& entries);
 
 }  // namespace megatron::checkpoint

@@ -39,6 +39,9 @@ class PickleValue {
   std::vector<std::pair<PickleRef, PickleRef>> entries;
   // kObject: the kGlobal called, its argument tuple, and BUILD's state (nullptr: none).
   PickleRef callable, args, state;
+  // kObject: made by NEWOBJ (`callable.__new__(callable, *args)`, how pickle saves an instance of
+  // a class) rather than REDUCE (a call).
+  bool constructed = false;
 
   // For messages: "int", "str", "collections.OrderedDict object", ...
   std::string kind_name() const;
@@ -57,5 +60,32 @@ class PickleValue {
 // extension registry (EXT1/2/4), which checkpoints never use. Every length is checked against the
 // bytes left; a value may contain itself (through the memo), which repr() cuts at its depth.
 PickleRef read_pickle(std::string_view bytes, const std::string& where);
+
+// Writes `value` as a protocol-2 pickle, torch.save's (what Python's pickle.load and torch.load, also
+// with weights_only, read): values and containers by their opcodes (bytes as pickle writes them at
+// protocol 2: _codecs.encode(text, 'latin1')), a kGlobal as GLOBAL, a kObject as
+// its callable and argument tuple with NEWOBJ (`constructed`) or REDUCE, then BUILD with its state
+// and its SETITEMS / APPENDS, a kPersistentId as BINPERSID of its id. No memo: a value shared or
+// contained twice is written twice, and one containing itself is refused (megatron::Error).
+std::string write_pickle(const PickleValue& value);
+
+// Values to write, built in the shape read_pickle gives them.
+namespace py {
+PickleRef none();
+PickleRef boolean(bool b);
+PickleRef integer(std::int64_t i);
+PickleRef real(double d);
+PickleRef str(std::string s);
+PickleRef bytes(std::string b);
+PickleRef tuple(std::vector<PickleRef> items);
+PickleRef list(std::vector<PickleRef> items);
+PickleRef dict(std::vector<std::pair<PickleRef, PickleRef>> entries);
+PickleRef global(std::string dotted);  // "module.name", split at the last dot
+// `callable(*args)` (REDUCE).
+PickleRef call(const std::string& callable, std::vector<PickleRef> args);
+// An instance of class `cls` (NEWOBJ with `args`), its BUILD state `state` (nullptr: none).
+PickleRef instance(const std::string& cls, PickleRef state, std::vector<PickleRef> args = {});
+PickleRef persistent_id(PickleRef id);
+}  // namespace py
 
 }  // namespace megatron::checkpoint

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,5 +64,30 @@ class TorchSaveArchive {
   std::string where_;
   PickleRef root_;
 };
+
+// Writes a torch.save archive, as torch.save does (records data.pkl, .format_version,
+// .storage_alignment, byteorder, data/<key> 64-byte aligned, version, .data/serialization_id),
+// loadable by torch.load with weights_only: the object `root`, whose tensors are the references
+// tensor() made.
+class TorchSaveWriter {
+ public:
+  // A reference to `t` for the object: torch._utils._rebuild_tensor_v2 of a storage of its own
+  // holding t's elements (t is copied to contiguous CPU memory when written, if it is not).
+  PickleRef tensor(const at::Tensor& t);
+  // Gives the archive's bytes to `sink` in order (nothing is held but the pickle); returns their
+  // count. `crc32`: whether the zip records carry CRC-32s (torch.load does not check them).
+  using Sink = std::function<void(const void*, std::size_t)>;
+  std::uint64_t write(const PickleValue& root, const Sink& sink, bool crc32 = true) const;
+  std::string bytes(const PickleValue& root) const;
+
+ private:
+  std::vector<at::Tensor> tensors_;
+};
+
+// A dtype as pickles name it ("torch.float32"), and back (its aliases too: "torch.float").
+std::string dtype_global(at::ScalarType dtype);
+std::optional<at::ScalarType> dtype_of_global(const std::string& name);
+// torch.save's storage class of a dtype ("torch.FloatStorage"); throws for a dtype it has none of.
+std::string storage_class(at::ScalarType dtype);
 
 }  // namespace megatron::checkpoint

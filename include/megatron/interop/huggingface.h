@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "megatron/checkpoint/checkpoint.h"
 #include "megatron/model/model_config.h"
 #include "megatron/tokenizer/tokenizer.h"
 #include "megatron/tokenizer/tokenizer_files.h"
@@ -91,7 +92,8 @@ struct HfImport {
   std::vector<std::string> notes;  // what the import decided that config.json did not say
 };
 HfImport import_hf(const std::string& hf_dir, const std::string& save_dir, int tp, int pp, int ep,
-                   const tokenizer::TokenizerOptions& tokenizer);
+                   const tokenizer::TokenizerOptions& tokenizer,
+                   checkpoint::CheckpointFormat format = checkpoint::CheckpointFormat::kNative);
 
 // The tokenizer of a HuggingFace folder, its paths made absolute: GPT2BPETokenizer for the files
 // `given` names, or the folder's vocab.json and merges.txt; HuggingFaceTokenizer for `given`'s

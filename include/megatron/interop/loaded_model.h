@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "megatron/checkpoint/checkpoint.h"
 #include "megatron/checkpoint/saved_run.h"
 #include "megatron/model/gpt_model.h"
 #include "megatron/parallel/communicator.h"
@@ -29,6 +30,9 @@ struct LoadedModel {
   std::unique_ptr<parallel::ParallelState> state;
   std::unique_ptr<parallel::ParallelContext> pc;
   std::unique_ptr<model::GptModel> model;  // single process, CPU, fp32, eval mode by the caller
+  // The checkpoint's counters, scheduler and run configuration (no tensors), for a converter that
+  // writes it out again.
+  checkpoint::CheckpointState saved;
 };
 
 // Loads <root>'s latest checkpoint, or `iteration` (a tool's --ckpt-iteration, which the errors

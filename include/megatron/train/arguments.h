@@ -217,6 +217,7 @@ struct CheckpointArgs {
   bool save_tokenizer_assets = true;  // --no-save-tokenizer-assets
   bool finetune = false;
   bool async_save = false;                           // write checkpoints while training goes on
+  std::optional<std::string> ckpt_format;            // resolved: "megatron_cpp" or "torch_dist"
   std::optional<std::int64_t> save_retain_interval;  // older checkpoints not a multiple of it are deleted
   std::optional<std::int64_t> keep_last_checkpoints; // ours: keep only the newest K (plus retained ones)
   bool operator==(const CheckpointArgs&) const = default;

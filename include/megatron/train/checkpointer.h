@@ -45,6 +45,8 @@ struct RunStateRefs {
   at::Generator& default_gen;
   at::Generator& model_parallel_gen;
   const parallel::NamedTensors& model;  // the parameters and persistent buffers, by checkpoint name
+  const std::vector<parallel::TensorParallelLayout>& layouts;  // model's TP layouts
+  const parallel::PipelineLayout& layout;                      // the layer split
 };
 
 class Checkpointer {
@@ -75,8 +77,10 @@ class Checkpointer {
   // Collective: saves the run's state at its iteration (the saved-run record `run_config`) to
   // --save; with --async-save it returns once the host snapshot is taken.
   void save(const RunStateRefs& run, const nlohmann::json& run_config);
-  // The same for a state already gathered.
-  void save(const checkpoint::CheckpointState& state);
+  // The same for a state already gathered; `torch_dist`: what this rank writes of it with
+  // --ckpt-format torch_dist (required then).
+  void save(const checkpoint::CheckpointState& state,
+            std::shared_ptr<const checkpoint::TorchDistPlan> torch_dist = nullptr);
   // Collective, at the same point on every rank: commits an async save whose writes are all done
   // (`blocking`: waits for them). No-op without a save in flight.
   void poll(bool blocking);
@@ -120,6 +124,9 @@ class Checkpointer {
                                     checkpoint::CheckpointState& state) const;
   // What this rank holds, for the readers of other layouts and formats.
   checkpoint::ReshardTarget to_target(const LoadTarget& target) const;
+  // What this rank writes of `run` into a torch_dist checkpoint.
+  std::shared_ptr<const checkpoint::TorchDistPlan> torch_dist_plan(const RunStateRefs& run,
+                                                                   const nlohmann::json& run_config) const;
 
   CheckpointPlan plan_;
   const parallel::ParallelContext& pc_;

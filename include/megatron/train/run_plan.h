@@ -77,6 +77,7 @@ struct CheckpointPlan {
   bool load_optimizer = true, load_rng = true;
   bool finetune = false;
   bool async_save = false;
+  checkpoint::CheckpointFormat format = checkpoint::CheckpointFormat::kNative;  // what --save writes (--ckpt-format)
   optim::SavedSchedule saved_schedule = optim::SavedSchedule::kMustMatch;
   checkpoint::RetentionPolicy retention;
 };

@@ -229,6 +229,30 @@ def evaluate_worker(rank, world, port, out, model, tp, pp, dtype, results):
     dist.destroy_process_group()
 
 
+def evaluate_folder(rank, world, port, folder, model, results):
+    """A checkpoint folder written elsewhere, loaded as Megatron's load_checkpoint reads a torch_dist one:
+    its common state (load_common_state_dict) and the model through dist_checkpointing.load."""
+    init_world(rank, world, port, 1, 1)
+    from megatron.core import dist_checkpointing
+    spec = MODELS[model]
+    net = build_model(spec, "fp32")
+    common = dist_checkpointing.load_common_state_dict(folder)
+    loaded = dist_checkpointing.load({"model": net.sharded_state_dict()}, folder)
+    net.load_state_dict(loaded["model"])
+    net.eval()
+    tokens, labels = batch(spec["vocab"])
+    positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()
+    mask = torch.tril(torch.ones(1, 1, SEQ, SEQ)) < 0.5
+    with torch.no_grad():
+        losses = net(tokens, positions, mask, labels=labels)
+    args = common["args"]
+    results.put({"tokens": tokens.tolist(), "labels": labels.tolist(), "losses": losses.float().tolist(),
+                 "iteration": common["iteration"], "checkpoint_version": common["checkpoint_version"],
+                 "args": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool, type(None)))},
+                 "opt_param_scheduler": common.get("opt_param_scheduler")})
+    dist.destroy_process_group()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -237,8 +261,19 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="folder for the cases; with --evaluate, the result's JSON file")
+    parser.add_argument("--evaluate", metavar="ITER_FOLDER",
+                        help="instead: load this torch_dist iter_XXXXXXX folder with Megatron's code and write its "
+                             "per-token losses of the fixed batch, iteration and args to --out")
+    parser.add_argument("--model", choices=sorted(MODELS), default="llama", help="with --evaluate: the model's shape")
     args = parser.parse_args()
+    if args.evaluate:
+        results = mp.get_context("fork").Queue()
+        mp.start_processes(evaluate_folder, args=(1, free_port(), args.evaluate, args.model, results), nprocs=1,
+                           start_method="fork")
+        with open(args.out, "w") as f:
+            json.dump(results.get(), f, indent=1)
+        return 0
     os.makedirs(args.out, exist_ok=True)
     context = mp.get_context("fork")
     cases = []

@@ -134,6 +134,10 @@ void write_dcp_metadata(const std::string& folder, const std::vector<DcpEntry>& 
                    " give it another kind, dtype or global shape)");
     MEGATRON_CHECK(!e.is_bytes || added, folder, ": bytes item ", e.key, " written twice (", e.item.file, " and ",
                    first.item.file, ")");
+    for (const DcpEntry* other : it->second.chunks) {
+      MEGATRON_CHECK(other->offsets != e.offsets, folder, ": the chunk of ", e.key, " at ", at::IntArrayRef(e.offsets),
+                     " is written twice (", e.item.file, " and ", other->item.file, ")");
+    }
     it->second.chunks.push_back(&e);
   }
   std::vector<std::pair<PickleRef, PickleRef>> state_dict, storage;

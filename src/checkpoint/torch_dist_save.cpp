@@ -131,8 +131,13 @@ TorchDistPlan plan_torch_dist(const ReshardTarget& target, const model::ModelCon
       offsets[0] = global[0] * target.ep_rank;
       global[0] *= target.ep;
     }
+    if (layout.expert_parallel && target.etp > 0) {
+      split_rank = target.etp_rank;
+      splits = target.etp;
+    }
     std::vector<TorchDistChunk> chunks;
     if (!layout.sharded()) {
+      if (split_rank != 0) continue;  // every TP rank holds it: the first writes it
       chunks.push_back({key.key, global, offsets});
     } else {
       const int d = layout.partition_dim;

@@ -200,13 +200,15 @@ std::string DcpCheckpoint::read_bytes(const std::string& name) const {
   std::string bytes(it->second.length, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   MEGATRON_CHECK(in.good(), file, ": cannot read bytes item ", name);
-  if (!bytes.starts_with("PK\x03\x04")) return bytes;  // the raw bytes (older writers)
-  // A torch.save of the io.BytesIO: its state (value, position, dict).
+  if (!bytes.starts_with("PK\x03\x04")) return bytes;  // the raw bytes
+  // torch's own writer saves the io.BytesIO with torch.save: its value is the state's first item.
+  // Megatron-Core's writes the value raw, and its values are torch.save archives themselves.
   const TorchSaveArchive archive(file, it->second.offset, it->second.length);
   const PickleValue& root = archive.root();
-  MEGATRON_CHECK(root.class_name() == "_io.BytesIO" && root.state && root.state->kind == Kind::kTuple &&
-                     !root.state->items.empty() && root.state->items[0]->kind == Kind::kBytes,
-                 archive.where(), ": bytes item ", name, " is a ", root.kind_name(), ", not an io.BytesIO");
+  if (root.class_name() != "_io.BytesIO") return bytes;
+  MEGATRON_CHECK(root.state && root.state->kind == Kind::kTuple && !root.state->items.empty() &&
+                     root.state->items[0]->kind == Kind::kBytes,
+                 archive.where(), ": bytes item ", name, " is an io.BytesIO without its value");
   return root.state->items[0]->text;
 }
 

@@ -44,8 +44,13 @@ class Writer {
         setitems(v.entries, depth);
         break;
       case Kind::kSet:
-      case Kind::kFrozenSet:
-        MEGATRON_FAIL("write_pickle: sets are not written");
+      case Kind::kFrozenSet:  // as protocol 2 writes them: builtins.set(list), builtins.frozenset(list)
+        global(v.kind == Kind::kSet ? "builtins.set" : "builtins.frozenset");
+        op(']');
+        appends(v.items, depth);
+        op('\x85');  // TUPLE1
+        op('R');
+        break;
       case Kind::kGlobal: global(v.text); break;
       case Kind::kObject: object(v, depth); break;
       case Kind::kPersistentId:

@@ -30,7 +30,7 @@ enum class DumpStyle {
 
 // A choice flag's values. `megatron` lists argparse's choices in Megatron's order (its "invalid
 // choice" message); `implemented` those this build runs: a Megatron choice outside it is refused
-// as "not supported by this build yet". An enum field's implemented choices are its enum's names
+// as "not supported by this build yet", and one beyond Megatron's is this build's own. An enum field's implemented choices are its enum's names
 // (megatron/core/enum_names.h); a list left empty means the same list as the other.
 struct Choices {
   std::span<const std::string_view> megatron;
@@ -64,8 +64,9 @@ inline constexpr std::string_view kDispatcherChoices[] = {"allgather", "alltoall
 inline constexpr std::string_view kImplementedDispatchers[] = {"allgather", "alltoall"};
 inline constexpr std::string_view kRouterDtypeChoices[] = {"fp32", "fp64"};
 inline constexpr std::string_view kImplementedRouterDtypes[] = {"fp32"};
-// Megatron's checkpoint formats, then this build's own (safetensors shards, readable by older builds).
-inline constexpr std::string_view kCkptFormatChoices[] = {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor", "megatron_cpp"};
+// Megatron's checkpoint formats; this build writes torch_dist and its own, megatron_cpp (a choice
+// beyond Megatron's: an implemented choice need not be one of Megatron's).
+inline constexpr std::string_view kCkptFormatChoices[] = {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor"};
 inline constexpr std::string_view kImplementedCkptFormats[] = {"torch_dist", "megatron_cpp"};
 inline constexpr std::string_view kFp8FormatChoices[] = {"e4m3", "hybrid"};  // the flag itself is refused
 

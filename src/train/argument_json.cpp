@@ -142,8 +142,10 @@ Arguments from_json(std::string_view text) {
     if (it == in.end()) return;
     std::string expected = Reader{}.read(*it, field);
     const auto& choices = spec.choices.megatron;
+    const auto& ours = spec.choices.implemented;
     if (expected.empty() && !choices.empty() && it->is_string() &&
-        std::find(choices.begin(), choices.end(), it->get<std::string>()) == choices.end()) {
+        std::find(choices.begin(), choices.end(), it->get<std::string>()) == choices.end() &&
+        std::find(ours.begin(), ours.end(), it->get<std::string>()) == ours.end()) {
       for (const auto choice : choices) expected += (expected.empty() ? "one of '" : ", '") + std::string(choice) + "'";
     }
     if (!expected.empty()) problems.push_back("'" + name + "': expected " + expected + ", got " + it->dump());

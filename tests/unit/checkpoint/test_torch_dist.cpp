@@ -13,6 +13,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "megatron/checkpoint/dcp.h"
 #include "megatron/checkpoint/reshard.h"
 #include "megatron/checkpoint/saved_run.h"
 #include "megatron/core/check.h"
@@ -114,6 +115,78 @@ TEST(TorchDist, EachRankOfAnotherLayoutReadsItsShard) {
         }
       }
     }
+  }
+}
+
+// Megatron's own writer as the oracle of ours: the model each case loads, written back here by
+// every rank of TP 2 x PP 2 (write_torch_dist_shard, one file each), and by the converters' one
+// process (save_torch_dist_model), holds every tensor and bytes item Megatron wrote under the same
+// key, of the same global shape and values, each chunk once.
+TEST(TorchDist, WrittenHereAsMegatronWroteIt) {
+  for (const auto& c : cases()) {
+    const std::string name = c.at("case");
+    SCOPED_TRACE(name);
+    const std::string root = (reference() / name).string();
+    const interop::LoadedModel loaded = interop::load_model(root);
+    const parallel::NamedTensors whole = loaded.model->checkpoint_tensors();
+    const auto layouts = loaded.model->checkpoint_layouts();
+    const bool tied = !loaded.config.untie_embeddings_and_output_weights;
+    const int tp = 2, pp = 2;
+    const parallel::PipelineLayout layout{loaded.config.num_layers, pp, 1, std::nullopt, std::nullopt};
+    testing::TempDir dir("torch_dist_write");
+    const fs::path ranks = dir.path() / "ranks", converted = dir.path() / "converted";
+    fs::create_directories(ranks);
+    std::vector<DcpEntry> entries;
+    for (int p = 0; p < pp; ++p) {
+      for (int t = 0; t < tp; ++t) {
+        parallel::NamedTensors params;
+        std::vector<parallel::TensorParallelLayout> mine;
+        const auto add = [&](const std::string& stage_name, const at::Tensor& full, const parallel::TensorParallelLayout& l) {
+          params.emplace_back(stage_name, parallel::shard_of_full(full, l, t, tp));
+          mine.push_back(l);
+        };
+        for (std::size_t i = 0; i < whole.size(); ++i) {
+          const StagePlace place = stage_place(whole[i].first, layout);
+          if (place.stage == p) add(place.name, whole[i].second, layouts[i]);
+          if (tied && p == pp - 1 && whole[i].first == "embedding.word_embeddings.weight") {
+            add("output_layer.weight", whole[i].second, layouts[i]);
+          }
+        }
+        const ReshardTarget target{.params = params, .layouts = mine, .tp_rank = t, .tp = tp, .pp_rank = p,
+                                   .layout = layout};
+        const auto written = write_torch_dist_shard(ranks.string(), str_cat("__", p * tp + t, "_0.distcp"), params,
+                                                    plan_torch_dist(target, loaded.config, true));
+        entries.insert(entries.end(), written.begin(), written.end());
+      }
+    }
+    write_dcp_metadata(ranks.string(), entries);  // throws for a chunk written twice
+    CheckpointState common = loaded.saved;
+    save_torch_dist_model(converted.string(), common, whole, layouts, loaded.config,
+                          SavedLayout{.format = CheckpointFormat::kTorchDist, .tp = 2, .pp = 1, .etp = 2, .config = {}});
+    const DcpCheckpoint megatron(iteration_folder(root, 10));
+    for (const fs::path& folder : {ranks, converted / "iter_0000010"}) {
+      SCOPED_TRACE(folder.string());
+      const DcpCheckpoint ours(folder.string());
+      for (const auto& [key, t] : megatron.tensors()) {
+        ASSERT_TRUE(ours.tensors().contains(key)) << key;
+        EXPECT_EQ(ours.tensors().at(key).size, t.size) << key;
+        std::int64_t covered = 0;
+        for (const DcpChunk& chunk : ours.tensors().at(key).chunks) covered += c10::multiply_integers(chunk.sizes);
+        EXPECT_EQ(covered, c10::multiply_integers(t.size)) << key << ": every element in one chunk";
+        EXPECT_TRUE(at::equal(ours.read(key), megatron.read(key).to(at::kFloat))) << key;
+      }
+      for (const auto& [key, item] : megatron.bytes_items()) {
+        ASSERT_TRUE(ours.bytes_items().contains(key)) << key;
+        EXPECT_EQ(ours.read_bytes(key).size(), megatron.read_bytes(key).size()) << key;
+      }
+    }
+    const TorchDistRun run = read_torch_dist_run(converted.string(), 10);
+    EXPECT_EQ(run.state.consumed_train_samples, 80);
+    EXPECT_EQ(run.state.scheduler, loaded.saved.scheduler);
+    EXPECT_EQ(run.state.config, loaded.saved.config);  // the run's own record, exactly
+    EXPECT_EQ(run.layout.tp, 2);
+    EXPECT_EQ(run.args.at("num_layers"), 4);
+    EXPECT_EQ(run.args.at("padded_vocab_size"), 128);
   }
 }
 

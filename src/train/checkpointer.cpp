@@ -134,16 +134,7 @@ void Checkpointer::save(const RunStateRefs& run, const nlohmann::json& run_confi
 
 std::shared_ptr<const checkpoint::TorchDistPlan> Checkpointer::torch_dist_plan(const RunStateRefs& run,
                                                                               const nlohmann::json& run_config) const {
-  const checkpoint::ReshardTarget target{.params = run.model,
-                                         .layouts = run.layouts,
-                                         .tp_rank = ps_.tp_rank(),
-                                         .tp = ps_.tp(),
-                                         .pp_rank = ps_.pp_rank(),
-                                         .layout = run.layout,
-                                         .ep_rank = ps_.ep_rank(),
-                                         .ep = ps_.ep(),
-                                         .etp_rank = ps_.expert_tp_rank(),
-                                         .etp = ps_.expert_tp()};
+  const checkpoint::ReshardTarget target = rank_target(run.model, run.layouts, run.layout);
   const auto model = checkpoint::SavedRun::from_json(run_config, "this run").model_config("this run");
   auto plan = std::make_shared<checkpoint::TorchDistPlan>(
       checkpoint::plan_torch_dist(target, model, pc_.checkpoint_shard->rank() == 0));
@@ -332,18 +323,25 @@ std::optional<checkpoint::CheckpointState> Checkpointer::load(const LoadTarget& 
   return state;
 }
 
-checkpoint::ReshardTarget Checkpointer::to_target(const LoadTarget& target) const {
-  return {.params = target.params,
-          .layouts = target.layouts,
+checkpoint::ReshardTarget Checkpointer::rank_target(const parallel::NamedTensors& params,
+                                                    const std::vector<parallel::TensorParallelLayout>& layouts,
+                                                    const parallel::PipelineLayout& layout) const {
+  return {.params = params,
+          .layouts = layouts,
           .tp_rank = ps_.tp_rank(),
           .tp = ps_.tp(),
           .pp_rank = ps_.pp_rank(),
-          .layout = target.layout,
+          .layout = layout,
           .ep_rank = ps_.ep_rank(),
           .ep = ps_.ep(),
           .etp_rank = ps_.expert_tp_rank(),
-          .etp = ps_.expert_tp(),
-          .buffers = target.buffers};
+          .etp = ps_.expert_tp()};
+}
+
+checkpoint::ReshardTarget Checkpointer::to_target(const LoadTarget& target) const {
+  checkpoint::ReshardTarget out = rank_target(target.params, target.layouts, target.layout);
+  out.buffers = target.buffers;
+  return out;
 }
 
 void Checkpointer::add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,

@@ -122,7 +122,10 @@ class Checkpointer {
   // experts' TP size is not TP), into state.optimizer_parts.
   void add_sibling_optimizer_pieces(const LoadTarget& target, std::int64_t iteration,
                                     checkpoint::CheckpointState& state) const;
-  // What this rank holds, for the readers of other layouts and formats.
+  // What this rank holds, for the readers of other layouts and formats (and the torch_dist writer).
+  checkpoint::ReshardTarget rank_target(const parallel::NamedTensors& params,
+                                        const std::vector<parallel::TensorParallelLayout>& layouts,
+                                        const parallel::PipelineLayout& layout) const;
   checkpoint::ReshardTarget to_target(const LoadTarget& target) const;
   // What this rank writes of `run` into a torch_dist checkpoint.
   std::shared_ptr<const checkpoint::TorchDistPlan> torch_dist_plan(const RunStateRefs& run,

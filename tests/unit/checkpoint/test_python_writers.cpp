@@ -9,7 +9,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "megatron/checkpoint/dcp.h"
 #include "megatron/checkpoint/pickle.h"
@@ -22,13 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 const fs::path& reference() { return testing::fixture_reference("pickle_reference", "pickle_reference"); }
 
 TEST(PickleWriter, WritesEveryValuePythonPickledSoThatItReadsBackTheSame) {
@@ -38,7 +30,7 @@ TEST(PickleWriter, WritesEveryValuePythonPickledSoThatItReadsBackTheSame) {
   for (const auto& c : cases) {
     const std::string file = c.at("file").get<std::string>();
     SCOPED_TRACE(file);
-    const PickleRef value = read_pickle(file_bytes(reference() / file), file);
+    const PickleRef value = read_pickle(testing::read_file_bytes((reference() / file).string()), file);
     const std::string written = write_pickle(*value);
     EXPECT_EQ(written.substr(0, 2), "\x80\x02");  // protocol 2, torch.save's
     EXPECT_EQ(read_pickle(written, "written")->repr(), c.at("repr").get<std::string>());

@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -140,17 +139,11 @@ void resave(const ConvertOptions& o) {
   megatron::checkpoint::SavedRun run = loaded.run;
   run.pipeline = {loaded.config.num_layers, 1, std::nullopt, std::nullopt, std::nullopt};
   common.config = run.to_json();
-  const auto copies = std::filesystem::path(megatron::checkpoint::iteration_folder(o.load_dir, loaded.iteration)) /
-                      megatron::checkpoint::kTokenizerFolder;
-  if (std::filesystem::is_directory(copies)) {
-    auto files = std::make_shared<megatron::checkpoint::AssetFiles>();
-    for (const auto& entry : std::filesystem::directory_iterator(copies)) {
-      if (!entry.is_regular_file()) continue;
-      files->emplace_back(entry.path().filename().string(),
-                          megatron::read_text_file(entry.path().string(), "the checkpoint's tokenizer copy"));
-    }
-    common.tokenizer_files = std::move(files);
-  }
+  // The run's tokenizer (its copies in the checkpoint, else the files it names or --vocab-file ...),
+  // checked against the model and carried into the new checkpoint.
+  const auto tokenizer = megatron::interop::saved_run_tokenizer(loaded, o.tokenizer());
+  common.tokenizer_files = std::make_shared<const megatron::checkpoint::AssetFiles>(
+      megatron::tokenizer::read_tokenizer_files(tokenizer.options));
   megatron::interop::write_model_checkpoint(o.save_dir, *loaded.model, common, o.target());
   std::printf("converted %s iteration %lld (saved at tensor-parallel %d x pipeline-parallel %d) to %s in %s format "
               "for tensor-parallel %d x pipeline-parallel %d%s, model, counters and scheduler (no optimizer state)\n",

@@ -17,24 +17,6 @@ namespace {
 
 using Kind = PickleValue::Kind;
 
-PickleRef make(Kind kind) {
-  auto v = std::make_shared<PickleValue>();
-  v->kind = kind;
-  return v;
-}
-
-PickleRef make_int(std::int64_t i) {
-  auto v = make(Kind::kInt);
-  v->integer = i;
-  return v;
-}
-
-PickleRef make_text(Kind kind, std::string text) {
-  auto v = make(kind);
-  v->text = std::move(text);
-  return v;
-}
-
 // A little-endian two's complement integer of any length (LONG1, LONG4): an int when it fits.
 PickleRef make_long(std::string_view bytes) {
   if (bytes.size() <= 8) {
@@ -43,9 +25,9 @@ PickleRef make_long(std::string_view bytes) {
     if (!bytes.empty() && bytes.size() < 8 && (static_cast<unsigned char>(bytes.back()) & 0x80)) {
       u |= ~std::uint64_t{0} << (8 * bytes.size());  // sign-extend
     }
-    return make_int(static_cast<std::int64_t>(u));
+    return py::integer(static_cast<std::int64_t>(u));
   }
-  return make_text(Kind::kBigInt, std::string(bytes));
+  return py::big_integer(std::string(bytes));
 }
 
 class Machine {
@@ -122,7 +104,7 @@ class Machine {
     return out;
   }
   PickleRef tuple(std::vector<PickleRef> items) {
-    auto t = make(Kind::kTuple);
+    auto t = py::empty(Kind::kTuple);
     t->items = std::move(items);
     return t;
   }
@@ -152,7 +134,7 @@ class Machine {
   PickleRef object(PickleRef callable, PickleRef args, std::size_t at) {
     fail_unless(callable->kind == Kind::kGlobal, at, "calling a ", callable->kind_name(), ", not a class or function");
     fail_unless(args->kind == Kind::kTuple, at, "arguments that are a ", args->kind_name(), ", not a tuple");
-    auto o = make(Kind::kObject);
+    auto o = py::empty(Kind::kObject);
     o->callable = std::move(callable);
     o->args = std::move(args);
     return o;
@@ -179,12 +161,12 @@ class Machine {
           return o;  // not latin-1: left as it is
         }
       }
-      return make_text(Kind::kBytes, std::move(bytes));
+      return py::bytes(std::move(bytes));
     }
-    if ((name == "builtins.bytes" || name == "builtins.bytearray") && a.empty()) return make(Kind::kBytes);
+    if ((name == "builtins.bytes" || name == "builtins.bytearray") && a.empty()) return py::empty(Kind::kBytes);
     if (name == "builtins.bytearray" && a.size() == 1 && a[0]->kind == Kind::kBytes) return a[0];
     if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() == 1 && a[0]->kind == Kind::kList) {
-      auto s = make(name == "builtins.set" ? Kind::kSet : Kind::kFrozenSet);
+      auto s = py::empty(name == "builtins.set" ? Kind::kSet : Kind::kFrozenSet);
       s->items = a[0]->items;
       return s;
     }
@@ -223,37 +205,37 @@ void Machine::step(unsigned char op, std::size_t at) {
     case '0': pop(at); return;                                    // POP
     case '1': pop_mark(at); return;                               // POP_MARK
     case '2': stack_.push_back(top(at)); return;                  // DUP
-    case 'N': stack_.push_back(make(Kind::kNone)); return;        // NONE
+    case 'N': stack_.push_back(py::empty(Kind::kNone)); return;        // NONE
     case 0x88: case 0x89: {                                       // NEWTRUE, NEWFALSE
-      auto b = make(Kind::kBool);
+      auto b = py::empty(Kind::kBool);
       b->boolean = op == 0x88;
       stack_.push_back(b);
       return;
     }
-    case 'J': stack_.push_back(make_int(little<std::int32_t>())); return;   // BININT
-    case 'K': stack_.push_back(make_int(little<std::uint8_t>())); return;   // BININT1
-    case 'M': stack_.push_back(make_int(little<std::uint16_t>())); return;  // BININT2
+    case 'J': stack_.push_back(py::integer(little<std::int32_t>())); return;   // BININT
+    case 'K': stack_.push_back(py::integer(little<std::uint8_t>())); return;   // BININT1
+    case 'M': stack_.push_back(py::integer(little<std::uint16_t>())); return;  // BININT2
     case 'I': {                                                   // INT (protocol 0; "01"/"00": bools)
       const std::string_view text = line();
       if (text == "01" || text == "00") {
-        auto b = make(Kind::kBool);
+        auto b = py::empty(Kind::kBool);
         b->boolean = text == "01";
         stack_.push_back(b);
       } else {
-        stack_.push_back(make_int(decimal(text, at)));
+        stack_.push_back(py::integer(decimal(text, at)));
       }
       return;
     }
     case 'L': {                                                   // LONG (protocol 0): digits then 'L'
       std::string_view text = line();
       if (text.ends_with('L')) text.remove_suffix(1);
-      stack_.push_back(make_int(decimal(text, at)));
+      stack_.push_back(py::integer(decimal(text, at)));
       return;
     }
     case 0x8a: stack_.push_back(make_long(take(length(1)))); return;  // LONG1
     case 0x8b: stack_.push_back(make_long(take(length(4)))); return;  // LONG4
     case 'G': {                                                   // BINFLOAT: big-endian
-      auto f = make(Kind::kFloat);
+      auto f = py::empty(Kind::kFloat);
       std::uint64_t u = 0;
       for (const char c : take(8)) u = (u << 8) | static_cast<unsigned char>(c);
       f->real = std::bit_cast<double>(u);
@@ -263,20 +245,20 @@ void Machine::step(unsigned char op, std::size_t at) {
     case 'F': {                                                   // FLOAT (protocol 0)
       const auto value = parse_python_float(line());
       fail_unless(value.has_value(), at, "FLOAT that is not a number");
-      auto f = make(Kind::kFloat);
+      auto f = py::empty(Kind::kFloat);
       f->real = *value;
       stack_.push_back(f);
       return;
     }
-    case 'X': stack_.push_back(make_text(Kind::kString, std::string(take(length(4))))); return;     // BINUNICODE
-    case 0x8c: stack_.push_back(make_text(Kind::kString, std::string(take(length(1))))); return;  // SHORT_BINUNICODE
-    case 0x8d: stack_.push_back(make_text(Kind::kString, std::string(take(length(8))))); return;  // BINUNICODE8
-    case 'T': stack_.push_back(make_text(Kind::kString, std::string(take(length(4))))); return;     // BINSTRING (py2 str)
-    case 'U': stack_.push_back(make_text(Kind::kString, std::string(take(length(1))))); return;     // SHORT_BINSTRING
-    case 'B': stack_.push_back(make_text(Kind::kBytes, std::string(take(length(4))))); return;      // BINBYTES
-    case 'C': stack_.push_back(make_text(Kind::kBytes, std::string(take(length(1))))); return;      // SHORT_BINBYTES
+    case 'X': stack_.push_back(py::str(std::string(take(length(4))))); return;     // BINUNICODE
+    case 0x8c: stack_.push_back(py::str(std::string(take(length(1))))); return;  // SHORT_BINUNICODE
+    case 0x8d: stack_.push_back(py::str(std::string(take(length(8))))); return;  // BINUNICODE8
+    case 'T': stack_.push_back(py::str(std::string(take(length(4))))); return;     // BINSTRING (py2 str)
+    case 'U': stack_.push_back(py::str(std::string(take(length(1))))); return;     // SHORT_BINSTRING
+    case 'B': stack_.push_back(py::bytes(std::string(take(length(4))))); return;      // BINBYTES
+    case 'C': stack_.push_back(py::bytes(std::string(take(length(1))))); return;      // SHORT_BINBYTES
     case 0x8e: case 0x96:                                         // BINBYTES8, BYTEARRAY8
-      stack_.push_back(make_text(Kind::kBytes, std::string(take(length(8)))));
+      stack_.push_back(py::bytes(std::string(take(length(8)))));
       return;
     case 'p': memo_put(static_cast<std::uint64_t>(decimal(line(), at)), at); return;  // PUT
     case 'q': memo_put(little<std::uint8_t>(), at); return;                           // BINPUT
@@ -291,12 +273,12 @@ void Machine::step(unsigned char op, std::size_t at) {
 
 void Machine::step_containers(unsigned char op, std::size_t at) {
   switch (op) {
-    case ']': stack_.push_back(make(Kind::kList)); return;       // EMPTY_LIST
-    case ')': stack_.push_back(make(Kind::kTuple)); return;      // EMPTY_TUPLE
-    case '}': stack_.push_back(make(Kind::kDict)); return;       // EMPTY_DICT
-    case 0x8f: stack_.push_back(make(Kind::kSet)); return;       // EMPTY_SET
+    case ']': stack_.push_back(py::empty(Kind::kList)); return;       // EMPTY_LIST
+    case ')': stack_.push_back(py::empty(Kind::kTuple)); return;      // EMPTY_TUPLE
+    case '}': stack_.push_back(py::empty(Kind::kDict)); return;       // EMPTY_DICT
+    case 0x8f: stack_.push_back(py::empty(Kind::kSet)); return;       // EMPTY_SET
     case 'l': {                                                  // LIST
-      auto l = make(Kind::kList);
+      auto l = py::empty(Kind::kList);
       l->items = pop_mark(at);
       stack_.push_back(l);
       return;
@@ -311,13 +293,13 @@ void Machine::step_containers(unsigned char op, std::size_t at) {
       return;
     }
     case 0x91: {                                                 // FROZENSET
-      auto s = make(Kind::kFrozenSet);
+      auto s = py::empty(Kind::kFrozenSet);
       s->items = pop_mark(at);
       stack_.push_back(s);
       return;
     }
     case 'd': {                                                  // DICT
-      auto d = make(Kind::kDict);
+      auto d = py::empty(Kind::kDict);
       set_items(*d, pop_mark(at), at);
       stack_.push_back(d);
       return;
@@ -351,13 +333,13 @@ void Machine::step_objects(unsigned char op, std::size_t at) {
   switch (op) {
     case 'c': {                                                  // GLOBAL: "module\nname\n"
       const std::string module(line());
-      stack_.push_back(make_text(Kind::kGlobal, module + "." + std::string(line())));
+      stack_.push_back(py::global(module + "." + std::string(line())));
       return;
     }
     case 0x93: {                                                 // STACK_GLOBAL
       const PickleRef name = pop(at), module = pop(at);
       fail_unless(name->kind == Kind::kString && module->kind == Kind::kString, at, "STACK_GLOBAL without two strs");
-      stack_.push_back(make_text(Kind::kGlobal, module->text + "." + name->text));
+      stack_.push_back(py::global(module->text + "." + name->text));
       return;
     }
     case 'R': case 0x81: {                                       // REDUCE, NEWOBJ
@@ -394,14 +376,14 @@ void Machine::step_objects(unsigned char op, std::size_t at) {
       return;
     }
     case 'Q': {                                                  // BINPERSID
-      auto p = make(Kind::kPersistentId);
+      auto p = py::empty(Kind::kPersistentId);
       p->items.push_back(pop(at));
       stack_.push_back(std::move(p));
       return;
     }
     case 'P': {                                                  // PERSID
-      auto p = make(Kind::kPersistentId);
-      p->items.push_back(make_text(Kind::kString, std::string(line())));
+      auto p = py::empty(Kind::kPersistentId);
+      p->items.push_back(py::str(std::string(line())));
       stack_.push_back(std::move(p));
       return;
     }

@@ -165,12 +165,6 @@ class Writer {
   }
 };
 
-PickleRef make(Kind kind) {
-  auto v = std::make_shared<PickleValue>();
-  v->kind = kind;
-  return v;
-}
-
 }  // namespace
 
 std::string write_pickle(const PickleValue& value) {
@@ -183,54 +177,64 @@ std::string write_pickle(const PickleValue& value) {
 
 namespace py {
 
-PickleRef none() { return make(Kind::kNone); }
+PickleRef empty(Kind kind) {
+  auto v = std::make_shared<PickleValue>();
+  v->kind = kind;
+  return v;
+}
+PickleRef none() { return empty(Kind::kNone); }
 PickleRef boolean(bool b) {
-  auto v = make(Kind::kBool);
+  auto v = empty(Kind::kBool);
   v->boolean = b;
   return v;
 }
 PickleRef integer(std::int64_t i) {
-  auto v = make(Kind::kInt);
+  auto v = empty(Kind::kInt);
   v->integer = i;
   return v;
 }
+PickleRef big_integer(std::string twos_complement) {
+  auto v = empty(Kind::kBigInt);
+  v->text = std::move(twos_complement);
+  return v;
+}
 PickleRef real(double d) {
-  auto v = make(Kind::kFloat);
+  auto v = empty(Kind::kFloat);
   v->real = d;
   return v;
 }
 PickleRef str(std::string s) {
-  auto v = make(Kind::kString);
+  auto v = empty(Kind::kString);
   v->text = std::move(s);
   return v;
 }
 PickleRef bytes(std::string b) {
-  auto v = make(Kind::kBytes);
+  auto v = empty(Kind::kBytes);
   v->text = std::move(b);
   return v;
 }
 PickleRef tuple(std::vector<PickleRef> items) {
-  auto v = make(Kind::kTuple);
+  auto v = empty(Kind::kTuple);
   v->items = std::move(items);
   return v;
 }
 PickleRef list(std::vector<PickleRef> items) {
-  auto v = make(Kind::kList);
+  auto v = empty(Kind::kList);
   v->items = std::move(items);
   return v;
 }
 PickleRef dict(std::vector<std::pair<PickleRef, PickleRef>> entries) {
-  auto v = make(Kind::kDict);
+  auto v = empty(Kind::kDict);
   v->entries = std::move(entries);
   return v;
 }
 PickleRef global(std::string dotted) {
-  auto v = make(Kind::kGlobal);
+  auto v = empty(Kind::kGlobal);
   v->text = std::move(dotted);
   return v;
 }
 PickleRef call(const std::string& callable, std::vector<PickleRef> args) {
-  auto v = make(Kind::kObject);
+  auto v = empty(Kind::kObject);
   v->callable = global(callable);
   v->args = tuple(std::move(args));
   return v;
@@ -242,7 +246,7 @@ PickleRef instance(const std::string& cls, PickleRef state, std::vector<PickleRe
   return v;
 }
 PickleRef persistent_id(PickleRef id) {
-  auto v = make(Kind::kPersistentId);
+  auto v = empty(Kind::kPersistentId);
   v->items = {std::move(id)};
   return v;
 }

@@ -205,7 +205,6 @@ void write_torch_dist_common(const std::string& folder, const std::vector<DcpEnt
   const json backend = {{"sharded_backend", "torch_dist"}, {"sharded_backend_version", 1},
                         {"common_backend", "torch"}, {"common_backend_version", 1}};
   write_bytes_atomically((fs::path(folder) / kTorchDistMetadataFile).string(), backend.dump());
-  fsync_folder(folder);
 }
 
 void save_torch_dist_model(const std::string& root, const CheckpointState& common, const NamedTensors& params,

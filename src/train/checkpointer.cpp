@@ -138,14 +138,14 @@ std::shared_ptr<const checkpoint::TorchDistPlan> Checkpointer::torch_dist_plan(c
   const auto model = checkpoint::SavedRun::from_json(run_config, "this run").model_config("this run");
   auto plan = std::make_shared<checkpoint::TorchDistPlan>(
       checkpoint::plan_torch_dist(target, model, pc_.checkpoint_shard->rank() == 0));
-  plan->layout = {.format = checkpoint::CheckpointFormat::kTorchDist,
-                  .tp = ps_.tp(),
-                  .pp = ps_.pp(),
-                  .ep = ps_.ep(),
-                  .etp = ps_.expert_tp(),
-                  .dp = ps_.dp(),
-                  .distributed_optimizer = distributed_optimizer_,
-                  .config = run_config};
+  checkpoint::SavedLayout& layout = plan->layout;  // Megatron's args record the sizes
+  layout.format = checkpoint::CheckpointFormat::kTorchDist;
+  layout.tp = ps_.tp();
+  layout.pp = ps_.pp();
+  layout.ep = ps_.ep();
+  layout.etp = ps_.expert_tp();
+  layout.dp = ps_.dp();
+  layout.distributed_optimizer = distributed_optimizer_;
   return plan;
 }
 

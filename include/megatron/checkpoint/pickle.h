@@ -3,8 +3,10 @@
 // names is a named placeholder (kGlobal), and calling or instantiating one (REDUCE, NEWOBJ) is a
 // placeholder object holding the callable's name, its arguments and the state BUILD gives it.
 // What such an object means (an OrderedDict, an argparse.Namespace, a tensor) is the reader's
-// business, by name; an unknown class is never run. Written by hand: no C++ library reads pickles
-// without a Python interpreter (LibTorch's unpickler accepts only the classes TorchScript knows).
+// business, by name; an unknown class is never run. And the way back: write_pickle writes such a
+// tree (Megatron's checkpoint files: DCP metadata, an args Namespace, torch.save's tensors).
+// Written by hand: no C++ library reads or writes pickles of arbitrary classes without a Python
+// interpreter (LibTorch's pickler and unpickler know only the classes TorchScript knows).
 #pragma once
 
 #include <cstdint>
@@ -69,11 +71,13 @@ PickleRef read_pickle(std::string_view bytes, const std::string& where);
 // contained twice is written twice, and one containing itself is refused (megatron::Error).
 std::string write_pickle(const PickleValue& value);
 
-// Values to write, built in the shape read_pickle gives them.
+// Values built in the shape read_pickle gives them (the reader builds its values with these too).
 namespace py {
+PickleRef empty(PickleValue::Kind kind);  // a value of `kind` with nothing in it
 PickleRef none();
 PickleRef boolean(bool b);
 PickleRef integer(std::int64_t i);
+PickleRef big_integer(std::string twos_complement);  // little-endian, wider than 64 bits
 PickleRef real(double d);
 PickleRef str(std::string s);
 PickleRef bytes(std::string b);

@@ -12,6 +12,11 @@ checkpoint with dist_checkpointing.load (Megatron's own resharding) and records 
 losses of a fixed batch: <out>/megatron_reference.json holds them with each case's layout, so a
 reader here can be held to Megatron's forward.
 
+With --evaluate ITER_FOLDER --model NAME --out FILE it is the oracle the other way: Megatron-Core's
+own load of a torch_dist folder written elsewhere (load_common_state_dict, then
+dist_checkpointing.load into the unsplit fp32 model, as its load_checkpoint does), and FILE gets the
+same batch's per-token losses, the iteration, the args' plain values and the scheduler's state.
+
 The run-time patches (none changes the arithmetic or what is written) keep CUDA calls off a CPU
 machine: the CUDA RNG calls use the CPU generator, `Tensor.cuda` is the identity, the attention scratch buffer and the save's
 flag all-reduce use CPU tensors, and the save's writer runs in the calling process (megatron-core
@@ -208,6 +213,17 @@ def batch(vocab):
     return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
 
+def batch_losses(net, spec):
+    """The loaded model's per-token losses of the fixed batch (Megatron's forward, eval mode)."""
+    net.eval()
+    tokens, labels = batch(spec["vocab"])
+    positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()
+    mask = torch.tril(torch.ones(1, 1, SEQ, SEQ)) < 0.5
+    with torch.no_grad():
+        losses = net(tokens, positions, mask, labels=labels)
+    return {"tokens": tokens.tolist(), "labels": labels.tolist(), "losses": losses.float().tolist()}
+
+
 def evaluate_worker(rank, world, port, out, model, tp, pp, dtype, results):
     """Megatron's own load of the checkpoint into an unsplit model, and the batch's per-token losses."""
     init_world(rank, world, port, 1, 1)
@@ -217,15 +233,8 @@ def evaluate_worker(rank, world, port, out, model, tp, pp, dtype, results):
     root = os.path.join(out, case_name(model, tp, pp, dtype))
     loaded = dist_checkpointing.load({"model": net.sharded_state_dict()}, os.path.join(root, f"iter_{ITERATION:07d}"))
     net.load_state_dict(loaded["model"])
-    net.eval()
-    tokens, labels = batch(spec["vocab"])
-    positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()
-    mask = torch.tril(torch.ones(1, 1, SEQ, SEQ)) < 0.5
-    with torch.no_grad():
-        losses = net(tokens, positions, mask, labels=labels)
     results.put({"case": case_name(model, tp, pp, dtype), "model": model, "tp": tp, "pp": pp, "dtype": dtype,
-                 "tokens": tokens.tolist(), "labels": labels.tolist(), "losses": losses.float().tolist(),
-                 "iteration": ITERATION})
+                 **batch_losses(net, spec), "iteration": ITERATION})
     dist.destroy_process_group()
 
 
@@ -239,15 +248,8 @@ def evaluate_folder(rank, world, port, folder, model, results):
     common = dist_checkpointing.load_common_state_dict(folder)
     loaded = dist_checkpointing.load({"model": net.sharded_state_dict()}, folder)
     net.load_state_dict(loaded["model"])
-    net.eval()
-    tokens, labels = batch(spec["vocab"])
-    positions = torch.arange(SEQ).unsqueeze(0).expand(BATCH, SEQ).contiguous()
-    mask = torch.tril(torch.ones(1, 1, SEQ, SEQ)) < 0.5
-    with torch.no_grad():
-        losses = net(tokens, positions, mask, labels=labels)
     args = common["args"]
-    results.put({"tokens": tokens.tolist(), "labels": labels.tolist(), "losses": losses.float().tolist(),
-                 "iteration": common["iteration"], "checkpoint_version": common["checkpoint_version"],
+    results.put({**batch_losses(net, spec), "iteration": common["iteration"], "checkpoint_version": common["checkpoint_version"],
                  "args": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool, type(None)))},
                  "opt_param_scheduler": common.get("opt_param_scheduler")})
     dist.destroy_process_group()

@@ -153,6 +153,10 @@ void write_files(SaveInProgress& save, const CheckpointState& state) noexcept {
   try {
     if (save.leader) write_tokenizer_files(save.temp_dir, state);
     if (save.writer.torch_dist) {
+      // Every rank's file goes straight into the folder rank 0 made (no shard folder to create here).
+      MEGATRON_CHECK(fs::is_directory(save.temp_dir), "checkpoint save at iteration ", save.iteration, ": ",
+                     save.temp_dir, ", made by rank 0, is not there as rank ", save.world_rank,
+                     " sees it; --save must be a folder every rank sees (a shared file system)");
       save.torch_dist_entries = write_torch_dist_shard(save.temp_dir, str_cat("__", save.world_rank, "_0.distcp"),
                                                        state.model, *save.writer.torch_dist);
       return;

@@ -183,7 +183,7 @@ at::Tensor DcpCheckpoint::read(const std::string& name, const std::vector<std::i
       dst = dst.narrow(static_cast<std::int64_t>(d), lo[d] - offsets[d], extent[d]);
       n *= extent[d];
     }
-    dst.copy_(archive.block(archive.root(), in_chunk, extent));
+    archive.block_into(archive.root(), in_chunk, extent, dst);
     covered += n;
   }
   MEGATRON_CHECK(covered == out.numel(), folder_, ": the chunks of ", name, " cover ", covered, " of the ", out.numel(),

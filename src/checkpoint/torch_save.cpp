@@ -257,22 +257,41 @@ at::Tensor TorchSaveArchive::tensor(const PickleValue& v) const {
 
 at::Tensor TorchSaveArchive::block(const PickleValue& v, const std::vector<std::int64_t>& offsets,
                                    const std::vector<std::int64_t>& sizes) const {
+  at::Tensor out = at::empty(sizes, at::TensorOptions().dtype(view(v).dtype));
+  block_into(v, offsets, sizes, out);
+  return out;
+}
+
+void TorchSaveArchive::block_into(const PickleValue& v, const std::vector<std::int64_t>& offsets,
+                                  const std::vector<std::int64_t>& sizes, at::Tensor& dst) const {
   const View w = view(v);
   MEGATRON_CHECK(offsets.size() == w.size.size() && sizes.size() == w.size.size(), where_, ": a block of ",
                  offsets.size(), " dimensions asked of a tensor of ", w.size.size());
+  MEGATRON_CHECK(dst.sizes() == at::IntArrayRef(sizes) && dst.scalar_type() == w.dtype && dst.device().is_cpu(),
+                 where_, ": a block of ", at::IntArrayRef(sizes), " ", w.dtype, " read into a ", dst.sizes(), " ",
+                 dst.scalar_type(), " tensor");
   std::int64_t first = w.offset, span = 1;  // the block's first element in the storage, and how far it reaches
   for (std::size_t d = 0; d < sizes.size(); ++d) {
     MEGATRON_CHECK(offsets[d] >= 0 && sizes[d] >= 0 && offsets[d] + sizes[d] <= w.size[d], where_,
                    ": block [", at::IntArrayRef(offsets), ", +", at::IntArrayRef(sizes), ") is outside the tensor's ",
                    at::IntArrayRef(w.size));
-    if (sizes[d] == 0) return at::empty(sizes, at::TensorOptions().dtype(w.dtype));
+    if (sizes[d] == 0) return;
     first += offsets[d] * w.stride[d];
     span += (sizes[d] - 1) * w.stride[d];
   }
   // Only the bytes from the block's first element to its last: the record is stored uncompressed
-  // (torch.save writes its zip so), its data at getRecordOffset.
+  // (torch.save writes its zip so), its data at getRecordOffset. A block that is all of that span
+  // in the destination's order (a whole chunk, rows of one) is read straight into the destination:
+  // one pass over its memory.
   const auto element = static_cast<std::int64_t>(c10::elementSize(w.dtype));
-  at::Tensor bytes = at::empty({span}, at::TensorOptions().dtype(w.dtype));
+  bool row_major = true;  // the block's elements in the storage in row-major order, none skipped
+  for (std::int64_t d = static_cast<std::int64_t>(sizes.size()) - 1, step = 1; d >= 0; --d) {
+    const auto i = static_cast<std::size_t>(d);
+    row_major = row_major && (sizes[i] == 1 || w.stride[i] == step);
+    step *= sizes[i];
+  }
+  const bool direct = row_major && span == dst.numel() && dst.is_contiguous();
+  at::Tensor bytes = direct ? dst : at::empty({span}, at::TensorOptions().dtype(w.dtype));
   std::size_t got = 0;
   try {
     const std::size_t start = impl_->reader->getRecordOffset("data/" + w.key) + static_cast<std::size_t>(first * element);
@@ -281,8 +300,7 @@ at::Tensor TorchSaveArchive::block(const PickleValue& v, const std::vector<std::
     MEGATRON_FAIL(where_, ": storage ", w.key, " cannot be read (", e.msg(), ")");
   }
   MEGATRON_CHECK(got == static_cast<std::size_t>(span * element), where_, ": storage ", w.key, " ends early");
-  std::vector<std::int64_t> stride = w.stride;
-  return bytes.as_strided(sizes, stride, 0).clone();
+  if (!direct) dst.copy_(bytes.as_strided(sizes, w.stride, 0));
 }
 
 }  // namespace megatron::checkpoint

@@ -54,6 +54,11 @@ class TorchSaveArchive {
   // the block's first element to its last (a part of a saved chunk costs its part of the I/O).
   at::Tensor block(const PickleValue& v, const std::vector<std::int64_t>& offsets,
                    const std::vector<std::int64_t>& sizes) const;
+  // The same into `dst` (CPU, that block's shape and dtype; a view of a larger tensor too). A
+  // contiguous `dst` whose block is a contiguous span of the storage (a whole tensor, rows of one)
+  // is read into directly, without a staging copy.
+  void block_into(const PickleValue& v, const std::vector<std::int64_t>& offsets,
+                  const std::vector<std::int64_t>& sizes, at::Tensor& dst) const;
 
  private:
   struct View;
